@@ -1,0 +1,35 @@
+# gambit-explorer: `make lab` (JupyterLab on the tutorials) and `make test` (everything CI runs).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: lab test fuzz bench lint system-deps clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# Debian packages the tools need: graphviz's `dot` for rendering graphs.
+system-deps:
+	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
+
+lab: $(STAMP) system-deps
+	$(VENV)/bin/jupyter lab notebooks/
+
+test: $(STAMP) system-deps
+	$(VENV)/bin/ruff check explorer tests bench
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+fuzz: $(STAMP)
+	GAMBIT_FUZZ=full $(PY) -m pytest -n 2 -m fuzz tests
+
+bench: $(STAMP)
+	for f in bench/*.py; do $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Backends execute graphs: the reference interpreter (the oracle), CPU, GPU and JAX."""

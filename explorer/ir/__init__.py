@@ -1,0 +1,13 @@
+"""The compiler core: nodes, graphs, the op table, printing, parsing, verifying."""
+
+from .builder import GraphBuilder
+from .graph import Attrs, Graph, Literal, Node, Source, TensorType, TupleType
+from .ops import OPS, OpDef, OpError
+from .parser import ParseError, parse
+from .printer import print_graph
+from .verify import VerifyError, verify
+
+__all__ = [
+    "OPS", "Attrs", "Graph", "GraphBuilder", "Literal", "Node", "OpDef", "OpError", "ParseError",
+    "Source", "TensorType", "TupleType", "VerifyError", "parse", "print_graph", "verify",
+]

@@ -1,0 +1,58 @@
+"""Element types by their short HLO-style names (f32, i32, pred, ...)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+_BY_NAME: dict[str, np.dtype] = {
+    "pred": np.dtype(np.bool_),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
+    "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f16": np.dtype(np.float16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "c64": np.dtype(np.complex64),
+    "c128": np.dtype(np.complex128),
+}
+_BY_DTYPE = {v: k for k, v in _BY_NAME.items()}
+
+NAMES = tuple(_BY_NAME)
+
+
+def to_numpy(name: str) -> np.dtype:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown element type {name!r}; known: {', '.join(NAMES)}") from None
+
+
+def from_numpy(dtype) -> str:
+    dt = np.dtype(dtype)
+    try:
+        return _BY_DTYPE[dt]
+    except KeyError:
+        raise ValueError(f"unsupported element type {dt}") from None
+
+
+def is_float(name: str) -> bool:
+    return name in ("bf16", "f16", "f32", "f64")
+
+
+def is_int(name: str) -> bool:
+    return name[0] in "iu"
+
+
+def is_bool(name: str) -> bool:
+    return name == "pred"
+
+
+def itemsize(name: str) -> int:
+    return _BY_NAME[name].itemsize

@@ -1,0 +1,255 @@
+"""The IR: immutable nodes with stable integer ids, in a graph kept in topological order.
+
+A node names its inputs by id, so a pass that leaves a node alone keeps its id and the
+viewer can diff two stages by id. Equal graphs compare equal field by field, which makes
+"did this pass change anything?" a cheap comparison.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * dtypes.itemsize(self.dtype)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
+class TupleType:
+    """The type of an op with several results (top_k, sort, split); read with get_tuple_element."""
+
+    elements: tuple[TensorType, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.elements)
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.elements)) + ")"
+
+
+Type = TensorType | TupleType
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a node came from in the user's code. `file` is a notebook cell as "In[3]"."""
+
+    file: str
+    line: int
+    function: str = ""
+    text: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def line_text(self) -> str:
+        """The source line itself, when it is known."""
+        return self.text or linecache.getline(self.file, self.line).strip()
+
+
+class Literal:
+    """An immutable array value for constants: compared and hashed by its bytes."""
+
+    __slots__ = ("_array", "_key")
+
+    def __init__(self, value: Any, dtype: str | None = None) -> None:
+        arr = np.array(value, dtype=dtypes.to_numpy(dtype) if dtype else None)
+        if dtype is None:
+            arr = arr.astype(dtypes.to_numpy(dtypes.from_numpy(arr.dtype)), copy=False)
+        arr.setflags(write=False)
+        self._array = arr
+        self._key = (dtypes.from_numpy(arr.dtype), arr.shape, arr.tobytes())
+
+    @property
+    def array(self) -> np.ndarray:
+        return self._array
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(self._array.shape, self._key[0])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Literal) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"Literal({self._array.tolist() if self._array.size <= 8 else '...'}, {self._key[0]})"
+
+
+class Attrs(Mapping[str, Any]):
+    """A frozen, hashable, ordered mapping of attribute name -> value."""
+
+    __slots__ = ("_items", "_dict")
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+        pairs = tuple(items.items() if isinstance(items, Mapping) else items)
+        self._items = pairs
+        self._dict = dict(pairs)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Attrs):
+            return self._dict == other._dict
+        return isinstance(other, Mapping) and self._dict == dict(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._items, key=lambda kv: kv[0])))
+
+    def __repr__(self) -> str:
+        return f"Attrs({self._dict!r})"
+
+    def replace(self, **changes: Any) -> Attrs:
+        return Attrs({**self._dict, **changes})
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    op: str
+    inputs: tuple[int, ...]
+    attrs: Attrs
+    type: Type
+    source: Source | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        assert isinstance(self.type, TensorType), f"%{self.id} has a tuple type"
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        assert isinstance(self.type, TensorType), f"%{self.id} has a tuple type"
+        return self.type.dtype
+
+    def describe(self) -> str:
+        """A short name for error messages: '%5 (mul at In[3]:4)'."""
+        where = f" at {self.source}" if self.source else ""
+        return f"%{self.id} ({self.op}{where})"
+
+
+class Graph:
+    """Nodes in topological order; parameters are `parameter` nodes listed in `params`."""
+
+    __slots__ = ("name", "nodes", "params", "outputs", "__dict__")
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        params: Iterable[int],
+        outputs: Iterable[int],
+        name: str = "main",
+    ) -> None:
+        self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.params: tuple[int, ...] = tuple(params)
+        self.outputs: tuple[int, ...] = tuple(outputs)
+        self.name = name
+
+    @cached_property
+    def by_id(self) -> dict[int, Node]:
+        return {n.id: n for n in self.nodes}
+
+    def node(self, node_id: int) -> Node:
+        return self.by_id[node_id]
+
+    def __getitem__(self, node_id: int) -> Node:
+        return self.by_id[node_id]
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.by_id
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    @cached_property
+    def users(self) -> dict[int, tuple[int, ...]]:
+        """node id -> ids of the nodes that read it (in order, repeated if read twice)."""
+        acc: dict[int, list[int]] = {n.id: [] for n in self.nodes}
+        for n in self.nodes:
+            for i in n.inputs:
+                acc.setdefault(i, []).append(n.id)
+        return {k: tuple(v) for k, v in acc.items()}
+
+    @property
+    def param_nodes(self) -> tuple[Node, ...]:
+        return tuple(self.by_id[i] for i in self.params)
+
+    @property
+    def output_nodes(self) -> tuple[Node, ...]:
+        return tuple(self.by_id[i] for i in self.outputs)
+
+    @property
+    def next_id(self) -> int:
+        return max((n.id for n in self.nodes), default=-1) + 1
+
+    def ops(self) -> dict[str, int]:
+        """op name -> how many nodes use it."""
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            counts[n.op] = counts.get(n.op, 0) + 1
+        return counts
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Graph)
+            and self.name == other.name
+            and self.params == other.params
+            and self.outputs == other.outputs
+            and self.nodes == other.nodes
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.params, self.outputs, self.nodes))
+
+    def __str__(self) -> str:
+        from .printer import print_graph
+
+        return print_graph(self)
+
+    def __repr__(self) -> str:
+        return f"<Graph @{self.name}: {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))

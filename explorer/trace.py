@@ -1,0 +1,117 @@
+"""explore(): trace a function, run the pipeline stage by stage, keep every stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import jax
+import numpy as np
+
+from .analysis.cost import Cost, graph_cost
+from .analysis.memory import MemoryPlan, plan
+from .backends import reference
+from .backends.result import RunResult
+from .frontend.jax import Traced, trace
+from .ir.graph import Graph
+from .passes import DEFAULT_PIPELINE
+from .passes.base import Pass, PassReport
+from .passes.pipeline import resolve, run_pipeline
+from .units import format_bytes, parse_bytes
+
+BACKENDS = ("reference",)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    graph: Graph
+    report: PassReport
+
+    @cached_property
+    def cost(self) -> Cost:
+        return graph_cost(self.graph)
+
+    @cached_property
+    def memory(self) -> MemoryPlan:
+        return plan(self.graph)
+
+    def __repr__(self) -> str:
+        changed = "changed" if self.report.changed else "unchanged"
+        return f"<Stage {self.name}: {len(self.graph)} nodes, {changed}, {self.cost}>"
+
+
+class Trace:
+    """The stages of one exploration; stages[0] is the traced program."""
+
+    def __init__(self, traced: Traced, stages: Sequence[Stage], example_args: tuple[Any, ...],
+                 memory_limit: int | None = None) -> None:
+        self.traced = traced
+        self.stages = list(stages)
+        self.example_args = example_args
+        self.memory_limit = memory_limit
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    @property
+    def name(self) -> str:
+        return self.traced.fn_name
+
+    def stage(self, key: int | str) -> Stage:
+        if isinstance(key, int):
+            return self.stages[key]
+        for s in self.stages:
+            if s.name == key:
+                return s
+        raise KeyError(f"no stage named {key!r}; stages: {', '.join(s.name for s in self.stages)}")
+
+    def flat_args(self, args: tuple[Any, ...]) -> list[np.ndarray]:
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        if tree != self.traced.in_tree:
+            raise reference.ArgumentError(
+                f"{self.name} was traced with arguments shaped like {self.traced.in_tree}, "
+                f"got {tree}")
+        return [np.asarray(x) for x in leaves]
+
+    def run(self, *args: Any, backend: str = "reference", stage: int | str = -1) -> RunResult:
+        """Run one stage on `args` (default: the traced example arguments)."""
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown or unavailable backend {backend!r}; available: "
+                             f"{', '.join(BACKENDS)}")
+        g = self.stage(stage).graph
+        outs, seconds, peak = reference.run(g, self.flat_args(args or self.example_args))
+        value = jax.tree_util.tree_unflatten(self.traced.out_tree, outs)
+        return RunResult(value, seconds, peak, backend)
+
+    def summary(self) -> str:
+        rows = [f"{'stage':<22}{'nodes':>7}{'FLOPs':>16}{'bytes':>14}{'peak':>12}  rewrites"]
+        for s in self.stages:
+            c = s.cost
+            rows.append(f"{s.name:<22}{len(s.graph):>7}{c.flops:>16,}{c.bytes:>14,}"
+                        f"{format_bytes(c.peak_bytes):>12}  {len(s.report.rewrites)}")
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        return f"<Trace of {self.name}: {len(self.stages)} stages>\n{self.summary()}"
+
+
+def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | Pass] | None = None,
+            memory_limit: int | str | None = None, check: bool = False) -> Trace:
+    """Trace `fn(*args)` and run `pipeline` (default: the standard one) one stage at a time."""
+    limit = parse_bytes(memory_limit) if memory_limit is not None else None
+    passes = resolve(DEFAULT_PIPELINE if pipeline is None else pipeline)
+    if limit is not None and not any(p.name == "split" for p in passes):
+        raise NotImplementedError(
+            "memory_limit needs the 'split' pass, which this version does not have yet")
+    traced = trace(fn, *args)
+    stages = [Stage("traced", traced.graph, PassReport(changed=False))]
+
+    def record(p: Pass, g: Graph, report: PassReport) -> None:
+        stages.append(Stage(p.name, g, report))
+
+    run_pipeline(traced.graph, passes, check=check, on_stage=record)
+    return Trace(traced, stages, args, limit)
