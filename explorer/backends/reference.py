@@ -59,7 +59,8 @@ def check_args(g: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def eval_node(n: Node, vals: Sequence[object]) -> object:
-    out = OPS[n.op].ref(*vals, **n.attrs)
+    region = REGIONS.get(n.op)
+    out = region(n, vals) if region else OPS[n.op].ref(*vals, **n.attrs)
     if isinstance(n.type, TensorType):
         want = dtypes.to_numpy(n.type.dtype)
         if not isinstance(out, np.ndarray) or out.dtype != want:
@@ -67,6 +68,15 @@ def eval_node(n: Node, vals: Sequence[object]) -> object:
         return out
     return tuple(np.asarray(o, dtype=dtypes.to_numpy(t.dtype))
                  for o, t in zip(out, n.type.elements))  # type: ignore[union-attr]
+
+
+def _eval_kernel(n: Node, vals: Sequence[object]) -> object:
+    outs = evaluate(n.attrs["body"], vals)  # type: ignore[arg-type]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+# Region ops (those with a `body` graph) -> how the interpreter evaluates them.
+REGIONS = {"kernel": _eval_kernel}
 
 
 def evaluate(g: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -913,3 +913,41 @@ _OPTIONAL: dict[str, tuple[str, ...]] = {
     "cummin": ("reverse",),
     "parameter": ("index",),
 }
+
+
+# ---------------------------------------------------------------- regions
+# A region op carries a `body` Graph: its inputs bind the body's parameters in order and its
+# result is the body's output (a tuple when there are several). The reference interpreter
+# evaluates bodies recursively (backends/reference.py); here they are only typed and costed.
+
+
+def region_result(body: Any) -> Type:
+    outs = [body[o].type for o in body.outputs]
+    return outs[0] if len(outs) == 1 else TupleType(tuple(outs))
+
+
+def _region_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
+    body = a["body"]
+    want = [p.type for p in body.param_nodes]
+    if list(ts) != want:
+        raise OpError(f"region inputs {', '.join(map(str, ts))} do not match its body's "
+                      f"parameters {', '.join(map(str, want))}")
+    return region_result(body)
+
+
+def region_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
+    body = a["body"]
+    total = 0
+    for n in body.nodes:
+        if OPS[n.op].kind != "source":
+            total += OPS[n.op].flops([body[i].type for i in n.inputs], n.type, n.attrs)
+    return total
+
+
+def _region_ref(*args: Any, **attrs: Any) -> Any:
+    raise OpError("region bodies are evaluated by the interpreter, not by a NumPy reference")
+
+
+# `kernel`: a fused kernel (our fuse pass, and XLA's fusion computations). attrs: body, and
+# `kind` ("loop" | "input" | "output" | XLA's kind name).
+_add(OpDef("kernel", "region", None, ("body",), _region_infer, _region_ref, region_flops))
