@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -79,8 +79,33 @@ def _eval_kernel(n: Node, vals: Sequence[object]) -> object:
 REGIONS = {"kernel": _eval_kernel}
 
 
-def evaluate(g: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run `g` on `args` (already checked) and return its outputs."""
+# ---- region ops of imported HLO (issue 8): call, while, conditional
+
+
+def _eval_while(n: Node, vals: Sequence[object]) -> object:
+    state = list(vals)
+    while bool(evaluate(n.attrs["cond"], state)[0]):  # type: ignore[arg-type]
+        state = evaluate(n.attrs["body"], state)  # type: ignore[arg-type]
+    return state[0] if len(state) == 1 else tuple(state)
+
+
+def _eval_conditional(n: Node, vals: Sequence[object]) -> object:
+    branches = n.attrs["branches"]
+    selector = int(np.asarray(vals[0]))
+    pick = selector if 0 <= selector < len(branches) else len(branches) - 1
+    start = sum(len(b.params) for b in branches[:pick])
+    body = branches[pick]
+    outs = evaluate(body, vals[1 + start:1 + start + len(body.params)])  # type: ignore[arg-type]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+REGIONS.update({"call": _eval_kernel, "while": _eval_while, "conditional": _eval_conditional})
+
+
+def evaluate(g: Graph, args: Sequence[np.ndarray],
+             after_step: Callable[[Node, object], None] | None = None) -> list[np.ndarray]:
+    """Run `g` on `args` (already checked) and return its outputs. `after_step(node, value)`
+    is called after each node is computed (the measuring hook)."""
     env: dict[int, object] = {}
     frees = last_uses(g)
     params = {p: k for k, p in enumerate(g.params)}
@@ -92,12 +117,28 @@ def evaluate(g: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
                 env[n.id] = eval_node(n, [env[i] for i in n.inputs])
             for dead in frees.get(n.id, ()):
                 del env[dead]
+            if after_step is not None:
+                after_step(n, env[n.id])
     return [env[o] for o in g.outputs]  # type: ignore[misc]
 
 
 def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, int]:
-    """(outputs, seconds, peak bytes of temporaries measured with tracemalloc)."""
+    """(outputs, seconds, peak bytes of temporaries measured with tracemalloc).
+
+    The peak is taken step by step: after each node, the step's traced peak less the output
+    buffers that exist by then (the program's results are not temporaries)."""
     args = check_args(g, args)
+    outputs = set(g.outputs)
+    seen: set[int] = set()
+    state = {"outputs": 0, "peak": 0}
+
+    def after_step(n: Node, value: object) -> None:
+        if n.id in outputs:
+            state["outputs"] += _new_buffer_bytes(value, args, seen)
+        _, peak = tracemalloc.get_traced_memory()
+        state["peak"] = max(state["peak"], peak - base - state["outputs"])
+        tracemalloc.reset_peak()
+
     started_here = not tracemalloc.is_tracing()
     if started_here:
         tracemalloc.start()
@@ -105,28 +146,26 @@ def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, 
         base, _ = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         t0 = time.perf_counter()
-        outs = evaluate(g, args)
+        outs = evaluate(g, args, after_step)
         seconds = time.perf_counter() - t0
-        _, peak = tracemalloc.get_traced_memory()
     finally:
         if started_here:
             tracemalloc.stop()
-    return outs, seconds, max(0, peak - base - _owned_output_bytes(outs, args))
+    return outs, seconds, max(0, state["peak"])
 
 
-def _owned_output_bytes(outs: Sequence[object], args: Sequence[np.ndarray]) -> int:
-    """Bytes of output buffers that the run allocated (not views of the inputs), each once."""
-    seen: set[int] = set()
+def _new_buffer_bytes(value: object, args: Sequence[np.ndarray], seen: set[int]) -> int:
+    """Bytes of the buffers behind `value` that the run allocated (not views of the inputs),
+    each counted once across calls."""
     total = 0
-    for o in outs:
-        for arr in (o if isinstance(o, tuple) else (o,)):
-            if not isinstance(arr, np.ndarray):
-                continue
-            root = arr
-            while isinstance(root.base, np.ndarray):
-                root = root.base
-            if id(root) in seen or any(np.shares_memory(root, a) for a in args):
-                continue
-            seen.add(id(root))
-            total += root.nbytes
+    for arr in value if isinstance(value, tuple) else (value,):
+        if not isinstance(arr, np.ndarray):
+            continue
+        root = arr
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if id(root) in seen or any(np.shares_memory(root, a) for a in args):
+            continue
+        seen.add(id(root))
+        total += root.nbytes
     return total

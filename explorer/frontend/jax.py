@@ -21,7 +21,7 @@ from jax._src import source_info_util
 
 from ..ir import dtypes
 from ..ir.builder import GraphBuilder
-from ..ir.graph import Graph, Literal, Source, TensorType
+from ..ir.graph import Graph, Source, TensorType
 from ..ir.ops import OPS, OpError
 
 # Primitives that wrap a sub-jaxpr which we inline, and the params that may hold it.
@@ -56,7 +56,7 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
     fn_name = getattr(fn, "__name__", type(fn).__name__)
     leaves_with_paths, in_tree = jax.tree_util.tree_flatten_with_path(args)
     names = _arg_names(fn, leaves_with_paths)
-    for (path, leaf), name in zip(leaves_with_paths, names):
+    for (_, leaf), name in zip(leaves_with_paths, names):
         if not _is_array_like(leaf):
             raise TraceError(
                 f"argument {name} of {fn_name} is a {type(leaf).__name__}: gambit-explorer "
@@ -105,7 +105,7 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
                 env[o] = _read(b, sub_env, v, source)
             continue
         op = _RENAME.get(name, name)
-        if op not in OPS or OPS[op].kind == "source" and op != "iota":
+        if op not in OPS or OPS[op].sample is None:  # accept only rows checked against JAX
             raise _unsupported(eqn, name, source)
         attrs = {k: _convert(eqn.params[k]) for k in OPS[op].attrs if k in eqn.params}
         try:

@@ -92,7 +92,7 @@ def _same(op: str, ts: Sequence[TensorType]) -> TensorType:
 
 def _elementwise(out_dtype: str | None = None, require: Callable[[str], bool] | None = None,
                  what: str = "") -> Infer:
-    def infer(ts: Sequence[TensorType], attrs: Attrs, _name: list[str] = []) -> TensorType:
+    def infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
         t = _same("elementwise op", [_tensor(x, "operand") for x in ts])
         if require is not None and not require(t.dtype):
             raise OpError(f"operand element type {t.dtype} is not {what}")
@@ -224,8 +224,9 @@ def _rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _nonzero_sample(dtype: str):
     def sample(rng):
         a = _rand(rng, (3, 4), dtype, -9, 9)
-        b = _rand(rng, (3, 4), dtype, 1, 5) * np.where(rng.random((3, 4)) < 0.5, -1, 1).astype(
-            dtypes.to_numpy(dtype))
+        magnitude = rng.integers(1, 6, size=(3, 4)) if dtypes.is_int(dtype) else rng.uniform(
+            0.5, 5, size=(3, 4))
+        b = (magnitude * np.where(rng.random((3, 4)) < 0.5, -1, 1)).astype(dtypes.to_numpy(dtype))
         return [a, b], {}
 
     return sample
@@ -668,6 +669,41 @@ _add(OpDef("pad", "shape", 2, ("padding_config",), _pad_infer, _pad_ref, _no_flo
                         {"padding_config": ((1, 2, 1), (-1, 0, 0))})))
 
 
+def _tile_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    (t,) = ts
+    reps = tuple(a["reps"])
+    if len(reps) != t.rank or any(r < 0 for r in reps):
+        raise OpError(f"tile: reps {reps} do not fit {t}")
+    return TensorType(tuple(d * r for d, r in zip(t.shape, reps)), t.dtype)
+
+
+_add(OpDef("tile", "shape", 1, ("reps",), _tile_infer, lambda x, reps: np.tile(x, reps),
+           _no_flops, lambda x, reps: _lax("tile")(x, tuple(reps)),
+           lambda rng: ([_rand(rng, (2, 3))], {"reps": (2, 1)})))
+
+
+def _stack_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    if not ts or any(t != ts[0] for t in ts):
+        raise OpError(f"stack: operands must have equal types, got {', '.join(map(str, ts))}")
+    axis = a["axis"]
+    if not 0 <= axis <= ts[0].rank:
+        raise OpError(f"stack: axis {axis} out of range for {ts[0]}")
+    shape = list(ts[0].shape)
+    shape.insert(axis, len(ts))
+    return TensorType(tuple(shape), ts[0].dtype)
+
+
+def _jax_stack(*xs, axis):
+    import jax.numpy as jnp
+
+    return jnp.stack(xs, axis)
+
+
+_add(OpDef("stack", "shape", None, ("axis",), _stack_infer,
+           lambda *xs, axis: np.stack(xs, axis), _no_flops, _jax_stack,
+           lambda rng: ([_rand(rng, (2, 3)), _rand(rng, (2, 3))], {"axis": 1})))
+
+
 # ---------------------------------------------------------------- dot_general
 
 
@@ -711,7 +747,7 @@ def _dot_ref(lhs, rhs, dimension_numbers, preferred_element_type=None):
         a = a.astype(dtypes.to_numpy(preferred_element_type), copy=False)
         b = b.astype(dtypes.to_numpy(preferred_element_type), copy=False)
     out = np.matmul(a, b)
-    return out.reshape(*shape_b, *[lhs.shape[i] for i in lf], *[rhs.shape[i] for i in rf])
+    return out.reshape((*shape_b, *[lhs.shape[i] for i in lf], *[rhs.shape[i] for i in rf]))
 
 
 def _dot_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
@@ -854,7 +890,7 @@ def _topk_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
 
 def _topk_ref(x, k, axis=-1):
     moved = np.moveaxis(x, axis, -1)
-    key = -moved.astype(np.float64) if not np.issubdtype(moved.dtype, np.unsignedinteger) else -moved.astype(np.int64)
+    key = -moved.astype(np.float64)  # exact for every integer type up to 2**53
     idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
     vals = np.take_along_axis(moved, idx, -1)
     return np.moveaxis(vals, -1, axis), np.moveaxis(idx.astype(np.int32), -1, axis)
@@ -897,7 +933,7 @@ def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
     missing = [k for k in d.attrs if k not in attrs and k not in _OPTIONAL.get(op, ())]
     if missing:
         raise OpError(f"{op}: missing attribute(s) {', '.join(missing)}")
-    if op != "get_tuple_element":
+    if op != "get_tuple_element" and op not in TUPLE_OPERANDS:
         for t in input_types:
             _tensor(t, f"{op} operand")
     return d.infer(input_types, attrs)  # type: ignore[arg-type]
@@ -951,3 +987,96 @@ def _region_ref(*args: Any, **attrs: Any) -> Any:
 # `kernel`: a fused kernel (our fuse pass, and XLA's fusion computations). attrs: body, and
 # `kind` ("loop" | "input" | "output" | XLA's kind name).
 _add(OpDef("kernel", "region", None, ("body",), _region_infer, _region_ref, region_flops))
+
+
+# ---------------------------------------------------------------- imported HLO (issue 8)
+# Rows for modules imported from XLA's HLO text (frontend/hlo_graph.py): `opaque` keeps an HLO
+# instruction our table lacks (its opcode, its text and its declared type, so any module
+# renders), `tuple` builds the tuples that HLO passes around, and `call`, `while` and
+# `conditional` are region ops whose bodies are Graphs, like `kernel` above.
+
+# Ops whose operands may be tuples (infer_type checks that all other ops read tensors).
+TUPLE_OPERANDS = frozenset({"opaque", "tuple", "call", "while", "conditional"})
+
+
+def type_from_text(text: str) -> Type:
+    """'f32[3,4]' or '(f32[3], i32[])' -> the type; the inverse of str(type)."""
+    import re
+
+    text = text.strip()
+    if text.startswith("(") and text.endswith(")"):
+        inner = text[1:-1].strip()
+        parts = [type_from_text(p) for p in inner.split(", ")] if inner else []
+        if not all(isinstance(p, TensorType) for p in parts):
+            raise OpError(f"nested tuple type {text!r}")
+        return TupleType(tuple(parts))  # type: ignore[arg-type]
+    m = re.fullmatch(r"(\w+)\[([\d,]*)\]", text)
+    if m is None or m.group(1) not in dtypes.NAMES:
+        raise OpError(f"bad type {text!r}")
+    return TensorType(tuple(int(d) for d in m.group(2).split(",") if d), m.group(1))
+
+
+def _opaque_ref(*args: Any, opcode: str = "?", **attrs: Any) -> Any:
+    raise OpError(f"HLO op {opcode!r} was imported as an opaque node and cannot be evaluated")
+
+
+# attrs: opcode (HLO's name), text (the instruction as XLA printed it), type (our type's text).
+_add(OpDef("opaque", "other", None, ("opcode", "text", "type"),
+           lambda ts, a: type_from_text(a["type"]), _opaque_ref, _no_flops))
+_add(OpDef("tuple", "shape", None, (), lambda ts, a: TupleType(tuple(_tensor(t, "tuple element")
+                                                                     for t in ts)),
+           lambda *xs: tuple(xs), _no_flops))
+
+# `call`: a call of another computation (HLO's call; attrs: body).
+_add(OpDef("call", "region", None, ("body",), _region_infer, _region_ref, region_flops))
+
+
+def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
+    cond, body = a["cond"], a["body"]
+    for g, what in ((cond, "condition"), (body, "body")):
+        if [p.type for p in g.param_nodes] != list(ts):
+            raise OpError(f"while: the {what}'s parameters do not match its inputs "
+                          f"{', '.join(map(str, ts))}")
+    if [cond[o].type for o in cond.outputs] != [TensorType((), "pred")]:
+        raise OpError("while: the condition must return one pred[]")
+    if [body[o].type for o in body.outputs] != list(ts):
+        raise OpError("while: the body's results do not match its inputs")
+    return region_result(body)
+
+
+# `while`: attrs cond, body (Graphs over the loop state, one parameter per state element).
+# FLOPs count one trip: the trip count is a run-time value.
+_add(OpDef("while", "region", None, ("cond", "body"), _while_infer, _region_ref, region_flops))
+
+
+def _branch_arity(branches: Sequence[Any]) -> list[int]:
+    return [len(b.params) for b in branches]
+
+
+def _conditional_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
+    branches = tuple(a["branches"])
+    if not branches or not ts or ts[0].shape != () or ts[0].dtype not in ("pred", "i32"):
+        raise OpError("conditional: needs branches and a pred[] or i32[] selector")
+    if ts[0].dtype == "pred" and len(branches) != 2:
+        raise OpError("conditional: a pred selector needs exactly two branches")
+    operands, k = list(ts[1:]), 0
+    for b in branches:
+        want = [p.type for p in b.param_nodes]
+        if operands[k:k + len(want)] != want:
+            raise OpError("conditional: a branch's parameters do not match its operands")
+        k += len(want)
+    results = {region_result(b) for b in branches}
+    if k != len(operands) or len(results) != 1:
+        raise OpError("conditional: operands left over, or branches of different types")
+    return results.pop()
+
+
+def _conditional_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
+    return max(region_flops(ins, out, Attrs({"body": b})) for b in a["branches"])
+
+
+# `conditional`: attrs branches (a tuple of Graphs). Inputs: the selector, then each branch's
+# operands in branch order. A pred selector picks branches[1] when true (as select_n does);
+# an i32 selector out of range picks the last branch (as XLA does).
+_add(OpDef("conditional", "region", None, ("branches",), _conditional_infer, _region_ref,
+           _conditional_flops))
