@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Jupyter refuses to run as root unless told; containers often are root.
+LAB_ARGS ?= $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
 
 .PHONY: lab test fuzz bench lint system-deps clean
@@ -19,7 +21,7 @@ system-deps:
 	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
 
 lab: $(STAMP) system-deps
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
 test: $(STAMP) system-deps
 	$(VENV)/bin/ruff check explorer tests bench
