@@ -98,9 +98,21 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace of {self.name}: {len(self.stages)} stages>\n{self.summary()}"
 
+    def widget(self, **options: Any) -> Any:
+        """The step-through pass widget (explorer/view/widget.py)."""
+        from .view.widget import TraceWidget
+
+        return TraceWidget(self, **options)
+
+    def to_html(self, path: Any, **options: Any) -> Any:
+        """Write a standalone HTML page of this trace: no kernel, no network needed."""
+        from .view.export import to_html
+
+        return to_html(self, path, **options)
+
 
 def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | Pass] | None = None,
-            memory_limit: int | str | None = None, check: bool = False) -> Trace:
+            memory_limit: int | str | None = None, check: bool | None = None) -> Trace:
     """Trace `fn(*args)` and run `pipeline` (default: the standard one) one stage at a time."""
     limit = parse_bytes(memory_limit) if memory_limit is not None else None
     passes = resolve(DEFAULT_PIPELINE if pipeline is None else pipeline)

@@ -1,21 +1,17 @@
-"""What a pass is: a pure function Graph -> (Graph, PassReport), with a kebab-case name."""
+"""What a pass is: a pure function Graph -> (Graph, PassReport), with a kebab-case name.
+
+`RewritePass` turns a rule list (explorer/ir/rewrite.py) into a pass, so a rule set written
+in a notebook registers and steps exactly like a built-in pass.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..ir.graph import Graph
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """One rule firing: which rule, the node ids it replaced and produced, the user's line."""
-
-    rule: str
-    before: tuple[int, ...]
-    after: tuple[int, ...]
-    source: str | None = None
+from ..ir.rewrite import Rewrite, Rule, rewrite
 
 
 @dataclass(frozen=True)
@@ -30,3 +26,24 @@ class Pass(Protocol):
     name: str
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]: ...
+
+
+@dataclass(frozen=True)
+class RewritePass:
+    """A pass that applies `rules` to a fixed point. `prune` drops the nodes it made dead."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    prune: bool = False
+
+    def __init__(self, name: str, rules: Sequence[Rule], prune: bool = False) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "rules", tuple(rules))
+        object.__setattr__(self, "prune", prune)
+
+    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
+        out, log = rewrite(graph, self.rules, prune=self.prune)
+        return out, PassReport(changed=out is not graph, rewrites=tuple(log))
+
+
+__all__ = ["Pass", "PassReport", "Rewrite", "RewritePass"]

@@ -1,0 +1,38 @@
+"""dce: drop the nodes no output depends on. Parameters always stay (they are the signature).
+
+Other passes leave the nodes they replace in place, so that each stage shows what a rewrite
+did; this pass is where they go away. Its report lists each removed node as a `dead-node`
+rewrite (before=(id,), after=()), with the node's source line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.graph import Graph
+from ..ir.rewrite import Rewrite
+from .base import PassReport
+
+
+def live_ids(graph: Graph) -> set[int]:
+    """Ids of the nodes some output depends on, plus the parameters."""
+    live = set(graph.outputs) | set(graph.params)
+    for n in reversed(graph.nodes):
+        if n.id in live:
+            live.update(n.inputs)
+    return live
+
+
+@dataclass(frozen=True)
+class DCE:
+    name: str = "dce"
+
+    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
+        live = live_ids(graph)
+        if len(live) == len(graph.nodes):
+            return graph, PassReport(changed=False)
+        dead = [n for n in graph.nodes if n.id not in live]
+        log = tuple(Rewrite("dead-node", (n.id,), (), str(n.source) if n.source else None)
+                    for n in dead)
+        kept = [n for n in graph.nodes if n.id in live]
+        return Graph(kept, graph.params, graph.outputs, graph.name), PassReport(True, log)

@@ -1,0 +1,178 @@
+"""simplify: algebraic identities that are exact in IEEE arithmetic, shape-op clean-ups,
+transposes folded into `dot_general`, and folding of small constants.
+
+Applied (bit-exact for every input, NaN, infinities and signed zeros included):
+  x * 1, 1 * x, x / 1 -> x          (integer and real floating types)
+  x + (-0.0), x - (+0.0) -> x       (floats: -0.0 is the additive identity; integers: 0)
+  neg(neg(x)) -> x;  x ** 1 -> x;  x ** 2 -> x * x  (what lax.integer_pow computes)
+  convert_element_type to x's own type, reduce over no axes, and broadcast/reshape/transpose
+  that keep x as it is -> x; broadcast of broadcast, reshape of reshape, transpose of
+  transpose -> one op; transpose feeding dot_general -> new dimension numbers.
+  An op whose inputs are all constants -> a constant, if the result has at most `fold_limit`
+  elements and no more than its largest input (a broadcast of a splat stays a broadcast);
+  the op table's NumPy reference computes it, as the reference interpreter would.
+
+Not applied, because they are not exact:
+  x + 0.0 -> x      (-0.0 + 0.0 is +0.0)        x - (-0.0) -> x  (same)
+  0 - x -> neg(x)   (0 - 0 is +0.0, neg(0) is -0.0)
+  x * 0 -> 0        (NaN * 0 and inf * 0 are NaN; -1 * 0 is -0.0)
+  x - x -> 0, x / x -> 1   (NaN and inf; 0 / 0)
+  x ** 0 -> 1       (exact, but it would materialise a constant of x's shape)
+  re-association of + and * (rounding), and any identity on complex numbers (x * (1+0j)
+  turns an infinite imaginary part into NaN).
+Every replacement must have the root's exact type, so an identity that would change the
+shape of the result through implicit broadcasting (a scalar x times a tensor of ones) is
+left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.graph import Graph, Node
+from ..ir.ops import OPS, dot_dims
+from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, splat, var
+from .base import PassReport
+
+_EXACT = ("i", "u", "f", "b")  # first letters of integer and real float type names
+
+
+def _value(ctx: RewriteContext, n: Node) -> Any:
+    """The splat value of a constant, also seen through a broadcast of one."""
+    if n.op == "broadcast_in_dim":
+        n = ctx.node(n.inputs[0])
+    return splat(n)
+
+
+def _is(v: Any, want: float, dtype: str) -> bool:
+    if v is None or isinstance(v, complex | bool):
+        return False
+    if dtypes.is_int(dtype):
+        return v == want
+    v = float(v)
+    return v == want and bool(np.signbit(v)) == bool(np.signbit(want))
+
+
+def _identity(want: float, int_want: float) -> Any:
+    """A replacement: `root` -> x when `c` is the identity element of the root's op."""
+
+    def fn(ctx: RewriteContext, root: Node, x: Node, c: Node) -> int | None:
+        d = root.dtype
+        if x.type != root.type or d[0] not in _EXACT or dtypes.is_bool(d):
+            return None
+        return x.id if _is(_value(ctx, c), int_want if dtypes.is_int(d) else want, d) else None
+
+    return fn
+
+
+def _same(ctx: RewriteContext, root: Node, x: Node) -> int | None:
+    return x.id if x.type == root.type else None
+
+
+def _identity_perm(n: Node) -> bool:
+    return tuple(n.attrs["permutation"]) == tuple(range(len(n.attrs["permutation"])))
+
+
+def _square(ctx: RewriteContext, x: Node) -> int:
+    return ctx.emit("mul", [x, x])
+
+
+def _broadcasts(ctx: RewriteContext, root: Node, inner: Node, x: Node) -> int:
+    mid = inner.attrs["broadcast_dimensions"]
+    dims = tuple(root.attrs["broadcast_dimensions"][d] for d in mid)
+    return ctx.emit("broadcast_in_dim", [x], {"shape": root.shape, "broadcast_dimensions": dims})
+
+
+def _reshapes(ctx: RewriteContext, root: Node, x: Node) -> int:
+    return ctx.emit("reshape", [x], {"new_sizes": root.shape})
+
+
+def _transposes(ctx: RewriteContext, root: Node, inner: Node, x: Node) -> int:
+    first, second = inner.attrs["permutation"], root.attrs["permutation"]
+    return ctx.emit("transpose", [x], {"permutation": tuple(first[p] for p in second)})
+
+
+def _through(perm: tuple[int, ...], contract: tuple[int, ...], batch: tuple[int, ...],
+             ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Dimension numbers read through a transpose, if the free dims keep their order."""
+    free = [perm[d] for d in range(len(perm)) if d not in contract + batch]
+    if free != sorted(free):
+        return None
+    return tuple(perm[d] for d in contract), tuple(perm[d] for d in batch)
+
+
+def _dot_through_transpose(ctx: RewriteContext, root: Node) -> int | None:
+    lc, rc, lb, rb = dot_dims(root.attrs)
+    lhs, rhs = (ctx.node(i) for i in root.inputs)
+    if lhs.op == "transpose" and (got := _through(lhs.attrs["permutation"], lc, lb)):
+        lc, lb = got
+        lhs = ctx.node(lhs.inputs[0])
+    if rhs.op == "transpose" and (got := _through(rhs.attrs["permutation"], rc, rb)):
+        rc, rb = got
+        rhs = ctx.node(rhs.inputs[0])
+    if (lhs.id, rhs.id) == root.inputs:
+        return None
+    attrs = root.attrs.replace(dimension_numbers=((lc, rc), (lb, rb)))
+    return ctx.emit("dot_general", [lhs, rhs], attrs)
+
+
+def _fold(limit: int) -> Any:
+    def fn(ctx: RewriteContext, root: Node) -> int | None:
+        op = OPS[root.op]
+        if (not root.inputs or op.kind in ("source", "region") or not hasattr(root.type, "shape")
+                or root.type.size > limit):
+            return None
+        ins = [ctx.node(i) for i in root.inputs]
+        if any(n.op != "constant" for n in ins) or root.type.size > max(n.type.size for n in ins):
+            return None  # folding an expansion (a broadcast of a splat) would only grow it
+        try:
+            with np.errstate(all="ignore"):
+                out = op.ref(*(n.attrs["value"].array for n in ins), **root.attrs)
+            value = np.asarray(out, dtype=dtypes.to_numpy(root.dtype))
+        except Exception:  # an op the reference cannot run on these values: leave it
+            return None
+        return ctx.constant(value, root.dtype) if value.shape == root.shape else None
+
+    return fn
+
+
+def rules(fold_limit: int = 64) -> list[Rule]:
+    x, c = var("x"), var("c")
+    return [
+        Rule("mul-by-one", pat("mul", x, c, name="root", commute=True), _identity(1.0, 1)),
+        Rule("div-by-one", pat("div", x, c, name="root"), _identity(1.0, 1)),
+        Rule("add-zero", pat(("add", "add_any"), x, c, name="root", commute=True),
+             _identity(-0.0, 0)),
+        Rule("sub-zero", pat("sub", x, c, name="root"), _identity(0.0, 0)),
+        Rule("neg-neg", pat("neg", pat("neg", x), name="root"), _same),
+        Rule("pow-one", pat("integer_pow", x, name="root", attrs={"y": 1}), _same),
+        Rule("pow-two", pat("integer_pow", x, attrs={"y": 2}), _square),
+        Rule("convert-same-type", pat("convert_element_type", x, name="root"), _same),
+        Rule("reduce-no-axes", pat(OPS_REDUCE, x, name="root", attrs={"axes": ()}), _same),
+        Rule("noop-shape-op", pat(("broadcast_in_dim", "reshape"), x, name="root"), _same),
+        Rule("noop-shape-op", pat("transpose", x, name="root", where=_identity_perm), _same),
+        Rule("broadcast-of-broadcast", pat("broadcast_in_dim", pat("broadcast_in_dim", x,
+                                           name="inner"), name="root"), _broadcasts),
+        Rule("reshape-of-reshape", pat("reshape", pat("reshape", x), name="root"), _reshapes),
+        Rule("transpose-of-transpose", pat("transpose", pat("transpose", x, name="inner"),
+                                           name="root"), _transposes),
+        Rule("transpose-into-dot", pat("dot_general", name="root"), _dot_through_transpose),
+        Rule("fold-constant", var("root"), _fold(fold_limit)),
+    ]
+
+
+OPS_REDUCE = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or")
+
+
+@dataclass(frozen=True)
+class Simplify:
+    name: str = "simplify"
+    fold_limit: int = 64  # fold constants of at most this many elements
+
+    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
+        out, log = rewrite(graph, rules(self.fold_limit))
+        return out, PassReport(changed=out is not graph, rewrites=tuple(log))

@@ -1,0 +1,66 @@
+"""The semantic check every pass gets: the reference interpreter on random inputs, before
+vs after, compared with a tolerance that suits each element type (passes may re-associate
+floating-point sums, never change integer or boolean results)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from explorer.backends.reference import evaluate
+from explorer.ir import Graph, TensorType, dtypes, verify
+from explorer.passes.base import Pass, PassReport
+
+# rtol (and atol relative to the output's magnitude) by element type.
+TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-4, "f64": 1e-9, "c64": 1e-4, "c128": 1e-9}
+
+
+def random_args(graph: Graph, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for p in graph.param_nodes:
+        t = p.type
+        assert isinstance(t, TensorType)
+        npd = dtypes.to_numpy(t.dtype)
+        if dtypes.is_bool(t.dtype):
+            out.append(rng.random(t.shape) < 0.5)
+        elif dtypes.is_int(t.dtype):
+            low = 0 if t.dtype.startswith("u") else -4
+            out.append(rng.integers(low, 5, size=t.shape).astype(npd))
+        else:
+            out.append(rng.standard_normal(t.shape).astype(npd))
+    return out
+
+
+def assert_outputs_close(before: Sequence[np.ndarray], after: Sequence[np.ndarray],
+                         what: str = "") -> None:
+    assert len(before) == len(after), f"{what}: {len(before)} outputs became {len(after)}"
+    for k, (b, a) in enumerate(zip(before, after, strict=True)):
+        b, a = np.asarray(b), np.asarray(a)
+        where = f"{what}: output {k}"
+        assert a.shape == b.shape and a.dtype == b.dtype, \
+            f"{where}: {b.dtype}{list(b.shape)} became {a.dtype}{list(a.shape)}"
+        name = dtypes.from_numpy(b.dtype)
+        if name not in TOLERANCE:
+            np.testing.assert_array_equal(a, b, err_msg=where)
+            continue
+        tol = TOLERANCE[name]
+        finite = np.isfinite(b)
+        scale = max(1.0, float(np.max(np.abs(b[finite]), initial=0.0)))
+        np.testing.assert_allclose(a.astype(np.float64) if name == "bf16" else a,
+                                   b.astype(np.float64) if name == "bf16" else b,
+                                   rtol=tol, atol=tol * scale, equal_nan=True, err_msg=where)
+
+
+def check_semantics(p: Pass, graph: Graph, trials: int = 3, seed: int = 0,
+                    ) -> tuple[Graph, PassReport]:
+    """Run pass `p` on `graph`, verify the result, and compare both graphs' outputs on
+    `trials` random inputs. Returns what the pass returned."""
+    after, report = p(graph)
+    verify(after)
+    rng = np.random.default_rng(seed)
+    for t in range(trials):
+        args = random_args(graph, rng)
+        assert_outputs_close(evaluate(graph, args), evaluate(after, args),
+                             f"pass {p.name!r}, trial {t}")
+    return after, report

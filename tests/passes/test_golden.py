@@ -1,0 +1,63 @@
+"""Golden tests: tests/passes/<pass-name>.txt holds cases of input IR, a line
+`// ----- expected`, and the expected output IR; cases are separated by lines that start
+with `// ===== case` (the rest of the line names the case). An optional line
+`// fired: rule@file:line rule@file:line ...` in the expected part lists the rewrites the
+pass must log, in order. Each case checks the output text, the verifier, the print/parse
+round trip and, for passes that run to a fixed point, that a second run changes nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import explorer as gx
+from explorer.ir import parse, verify
+
+HERE = Path(__file__).parent
+CASE = re.compile(r"^// ===== case(.*)$", re.M)
+EXPECTED = re.compile(r"^// ----- expected\s*$", re.M)
+FIRED = re.compile(r"^// fired:(.*)$", re.M)
+
+
+def _cases() -> list[tuple[str, str, str, str]]:
+    out = []
+    for path in sorted(HERE.glob("*.txt")):
+        chunks = CASE.split(path.read_text())
+        titles = ["", *chunks[1::2]]
+        for k, (title, body) in enumerate(zip(titles, chunks[0::2], strict=True)):
+            if not body.strip():
+                continue
+            parts = EXPECTED.split(body)
+            assert len(parts) == 2, f"{path.name} case {k}: needs one '// ----- expected' line"
+            out.append((path.stem, f"{path.stem}:{k}:{title.strip(' :') or 'case'}", *parts))
+    return out
+
+
+CASES = _cases()
+IDEMPOTENT = {"simplify", "cse", "dce"}
+
+
+def test_every_golden_file_names_a_registered_pass() -> None:
+    for path in HERE.glob("*.txt"):
+        assert path.stem in gx.passes.names(), f"{path.name}: no pass named {path.stem!r}"
+
+
+@pytest.mark.parametrize("pass_name,case,given,expected", CASES, ids=[c[1] for c in CASES])
+def test_golden(pass_name: str, case: str, given: str, expected: str) -> None:
+    p = gx.passes.get(pass_name)
+    before = verify(parse(given))
+    after, report = p(before)
+    verify(after)
+    assert str(after) == str(parse(expected)), f"{case}: output differs"
+    assert parse(str(after)) == after
+    assert report.changed == (after != before)
+    fired = FIRED.search(expected)
+    if fired:
+        want = fired.group(1).split()
+        got = [f"{r.rule}@{r.source}" if r.source else r.rule for r in report.rewrites]
+        assert got == want, f"{case}: rewrites logged"
+    if pass_name in IDEMPOTENT:
+        again, _ = p(after)
+        assert again == after, f"{case}: a second run of {pass_name} changes the graph again"

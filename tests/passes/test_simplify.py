@@ -1,0 +1,73 @@
+"""simplify: semantics on every test graph, and the identities it must not apply."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.frontend.jax import trace
+from explorer.ir import GraphBuilder, TensorType
+from explorer.passes.simplify import Simplify
+from tests.graphs import ALL
+from tests.passes.semantic import check_semantics
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_semantics_on_test_graphs(name: str) -> None:
+    fn, args = ALL[name]
+    check_semantics(Simplify(), trace(fn, *args).graph)
+
+
+def _apply(op: str, dtype: str, value: float, const_first: bool = False) -> bool:
+    """Does simplify drop `op(x, value)`?"""
+    b = GraphBuilder()
+    x = b.param(TensorType((3,), dtype))
+    c = b.constant(value, dtype)
+    y = b.add(op, [c, x] if const_first else [x, c])
+    out, report = Simplify()(b.build([y]))
+    return out.outputs == (x,)
+
+
+@pytest.mark.parametrize("op,value,applies", [
+    ("mul", 1.0, True), ("div", 1.0, True), ("add", -0.0, True), ("sub", 0.0, True),
+    ("add", 0.0, False), ("sub", -0.0, False), ("mul", 0.0, False), ("mul", -1.0, False),
+    ("div", -1.0, False),
+])
+def test_only_exact_float_identities(op: str, value: float, applies: bool) -> None:
+    assert _apply(op, "f32", value) is applies
+
+
+def test_identities_with_the_constant_first() -> None:
+    assert _apply("mul", "f32", 1.0, const_first=True)
+    assert _apply("add", "f32", -0.0, const_first=True)
+    assert not _apply("sub", "f32", 0.0, const_first=True)  # 0 - x is not x
+
+
+def test_complex_identities_are_not_applied() -> None:
+    assert not _apply("mul", "c64", 1.0)
+
+
+def test_signed_zeros_survive() -> None:
+    """The identities it applies keep -0.0 and NaN exactly."""
+    b = GraphBuilder()
+    x = b.param(TensorType((4,), "f32"))
+    y = b.add("add", [b.add("mul", [x, b.constant(1.0, "f32")]), b.constant(-0.0, "f32")])
+    g = b.build([y])
+    out, _ = Simplify()(g)
+    assert out.outputs == (x,)
+    arr = np.array([-0.0, 0.0, np.nan, -np.inf], np.float32)
+    from explorer.backends.reference import evaluate
+
+    got = evaluate(g, [arr])[0]
+    assert np.array_equal(np.signbit(got), np.signbit(arr)) and np.isnan(got[2])
+
+
+def test_fold_limit_is_an_option() -> None:
+    b = GraphBuilder()
+    c = b.constant(np.arange(8, dtype=np.float32))
+    y = b.add("neg", [c])
+    g = b.build([y])
+    assert Simplify(fold_limit=4)(g)[0] == g
+    folded, report = Simplify(fold_limit=8)(g)
+    assert [r.rule for r in report.rewrites] == ["fold-constant"]
+    assert folded[folded.outputs[0]].op == "constant"
