@@ -21,7 +21,7 @@ from explorer.backends.reference import evaluate
 from explorer.ir import Graph, parse, verify
 from explorer.passes.base import PassReport
 from explorer.passes.pipeline import resolve, run_pipeline
-from tests.passes.semantic import assert_outputs_close, random_args
+from tests.passes.semantic import assert_outputs_close, computed_tolerance, random_args
 from tests.programs import programs
 
 TOTAL = 10_000 if os.environ.get("GAMBIT_FUZZ") == "full" else 2_000
@@ -60,6 +60,7 @@ def test_random_programs(name: str) -> None:
         assert parse(str(after)) == after
         assert report.changed == (after != graph), f"{name}: report.changed is wrong"
         args = random_args(graph, np.random.default_rng(seed))
-        assert_outputs_close(evaluate(graph, args), evaluate(after, args), name)
+        assert_outputs_close(evaluate(graph, args), evaluate(after, args), name,
+                             computed_tolerance(graph))
 
     check()

@@ -1,0 +1,80 @@
+"""recognize-dot: a broadcast-multiply-reduce_sum is a matrix product (seed 002's gemm2).
+
+`sum(A[:, :, None] * B[None, :, :], axis=1)` materialises an N x K x M product and then sums
+it; it is `A @ B`. XLA keeps the broadcast and the product (seed 002 measures the cost), we
+emit a `dot_general`. Each operand of the `mul` is read through the broadcasts, expand_dims,
+unit-dimension reshapes and tiles of size-1 axes that made it (`broadcast_view`), so every
+axis of the product is known to come from the left operand, the right one, both or neither:
+summed axes of both are contracting dims, kept axes of both are batch dims, axes of one only
+are its free dims. A transpose restores the user's axis order when it differs from
+dot_general's (batch, lhs free, rhs free). A sum over an axis of one operand only is not a
+product and is left alone, as is a plain `sum(x * y)` of unbroadcast operands (no temporary
+to save, and the Euclidean-distance pass wants that form). Not bit-exact: the summation order
+changes, as in any matmul.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import dtypes
+from ..ir.graph import Graph, Node
+from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, var
+from . import register
+from .base import PassReport
+from .broadcasts import broadcast_view, live_users, place, result_order, split_axes, squeeze_to
+
+
+def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
+            widen: Node | None = None) -> int | None:
+    """`widen`: a float conversion between the product and the sum (jnp.sum of f16/bf16
+    products accumulates in f32); the dot then accumulates in that type."""
+    reader = widen or root
+    if live_users(ctx, prod) != (reader.id,) or ctx.is_output(prod) or dtypes.is_bool(prod.dtype):
+        return None
+    if widen is not None and (live_users(ctx, widen) != (root.id,) or ctx.is_output(widen)
+                              or not dtypes.is_float(prod.dtype) or not dtypes.is_float(widen.dtype)
+                              or dtypes.itemsize(widen.dtype) < dtypes.itemsize(prod.dtype)):
+        return None
+    shape, summed = prod.shape, set(root.attrs["axes"])
+    (xb, xm), (yb, ym) = (broadcast_view(ctx, v.id, shape) for v in (x, y))
+    roles = split_axes(xm, ym, shape, summed)
+    if roles is None:
+        return None
+    contract, batch, xfree, yfree = roles
+    peeled = xb != x.id and yb != y.id
+    if not contract or not (xfree or yfree or peeled):
+        return None
+    order, swap = result_order(xm, ym, roles, shape, summed)
+    if swap:
+        (xb, xm), (yb, ym) = (yb, ym), (xb, xm)
+    xb, xm = squeeze_to(ctx, xb, xm)
+    yb, ym = squeeze_to(ctx, yb, ym)
+    dims = (tuple(xm[k] for k in contract), tuple(ym[k] for k in contract)), \
+        (tuple(xm[k] for k in batch), tuple(ym[k] for k in batch))
+    attrs = {"dimension_numbers": dims}
+    if root.dtype != prod.dtype:
+        attrs["preferred_element_type"] = root.dtype
+    dot = ctx.emit("dot_general", (xb, yb), attrs)
+    return place(ctx, dot, order, root.shape)
+
+
+_PROD = pat("mul", var("x"), var("y"), name="prod")
+RULES = [
+    Rule("broadcast-mul-sum-to-dot", pat("reduce_sum", _PROD, name="root"), _to_dot),
+    Rule("broadcast-mul-sum-to-dot",
+         pat("reduce_sum", pat("convert_element_type", _PROD, name="widen"), name="root"),
+         _to_dot),
+]
+
+
+@register
+@dataclass(frozen=True)
+class RecognizeDot:
+    """Turn broadcast-multiply-reduce_sum into dot_general (with batch dims if any)."""
+
+    name: str = "recognize-dot"
+
+    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
+        out, log = rewrite(graph, RULES, prune=True)
+        return out, PassReport(changed=bool(log), rewrites=tuple(log))
