@@ -7,6 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Jupyter refuses to run as root unless told; containers often are root.
 LAB_ARGS ?= $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
+NBVAL = true
 
 .PHONY: lab test fuzz bench lint system-deps clean
 
@@ -23,9 +24,14 @@ system-deps:
 lab: $(STAMP) system-deps
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
+# Everything CI runs: lint, the front-end bundle check and unit tests, then pytest (unit,
+# golden, property, fuzz at normal scale, real-browser tests) and the tutorials under nbval.
 test: $(STAMP) system-deps
+	scripts/ensure-ui-deps.sh
 	$(VENV)/bin/ruff check explorer tests bench
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	cd extension && npm run --silent check && npm run --silent typecheck && npm test --silent
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS) tests
+	$(NBVAL)
 
 fuzz: $(STAMP)
 	GAMBIT_FUZZ=full $(PY) -m pytest -n 2 -m fuzz tests

@@ -2,13 +2,25 @@
 
 from . import passes
 from .backends.result import Kernel, RunResult
+from .compile import compile  # noqa: A004 - gx.compile, as jax.jit
+from .frontend.hlo_graph import from_hlo
 from .frontend.jax import TraceError, UnsupportedPrimitiveError
 from .ir import Graph, ParseError, VerifyError, parse, verify
 from .trace import Stage, Trace, explore
 from .units import parse_bytes
+from .xla import compare_with_xla, xla_pipeline
 
 __all__ = [
     "Graph", "Kernel", "ParseError", "RunResult", "Stage", "Trace", "TraceError",
     "UnsupportedPrimitiveError", "VerifyError", "explore", "parse", "parse_bytes", "passes",
     "verify",
+    "from_hlo", "xla_pipeline", "compare_with_xla",
+    "compile",
 ]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """`%load_ext explorer` registers the %%gambit cell magic (explorer/view/magic.py)."""
+    from .view.magic import load_ipython_extension as load
+
+    load(ipython)

@@ -5,23 +5,28 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from .analysis.cost import Cost, graph_cost
 from .analysis.memory import MemoryPlan, plan
-from .backends import reference
+from .backends import dispatch, reference
 from .backends.result import RunResult
 from .frontend.jax import Traced, trace
 from .ir.graph import Graph
 from .passes import DEFAULT_PIPELINE
 from .passes.base import Pass, PassReport
 from .passes.pipeline import resolve, run_pipeline
+from .passes.split import check_limit, with_split
 from .units import format_bytes, parse_bytes
 
-BACKENDS = ("reference",)
+if TYPE_CHECKING:
+    from .compare import Comparison
+
+# The backends this machine can run ("gpu" only with CuPy and a GPU).
+BACKENDS = dispatch.available()
 
 
 @dataclass(frozen=True)
@@ -78,14 +83,27 @@ class Trace:
         return [np.asarray(x) for x in leaves]
 
     def run(self, *args: Any, backend: str = "reference", stage: int | str = -1) -> RunResult:
-        """Run one stage on `args` (default: the traced example arguments)."""
+        """Run one stage on `args` (default: the traced example arguments) on a backend:
+        "reference" (the interpreter), "cpu" (generated kernels), "gpu" (CuPy), "jax"."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown or unavailable backend {backend!r}; available: "
                              f"{', '.join(BACKENDS)}")
         g = self.stage(stage).graph
-        outs, seconds, peak = reference.run(g, self.flat_args(args or self.example_args))
+        outs, seconds, peak, kernels = dispatch.run_graph(
+            g, self.flat_args(args or self.example_args), backend, self.memory_limit)
         value = jax.tree_util.tree_unflatten(self.traced.out_tree, outs)
-        return RunResult(value, seconds, peak, backend)
+        return RunResult(value, seconds, peak, backend, kernels)
+
+    def compare(self, *args: Any, backends: Sequence[str] = ("cpu",),
+                baselines: Sequence[str] = ("numpy", "jax-eager", "jax-jit"),
+                stages: Sequence[int | str] | None = None, repeats: int = 5,
+                plot: bool = True, progress: bool = True) -> Comparison:
+        """Time and peak memory of stages on backends against baselines: a table (and a plot);
+        see explorer/compare.py."""
+        from .compare import compare
+
+        return compare(self, args or self.example_args, backends=backends, baselines=baselines,
+                       stages=stages, repeats=repeats, plot=plot, progress=progress)
 
     def summary(self) -> str:
         rows = [f"{'stage':<22}{'nodes':>7}{'FLOPs':>16}{'bytes':>14}{'peak':>12}  rewrites"]
@@ -116,14 +134,17 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
     """Trace `fn(*args)` and run `pipeline` (default: the standard one) one stage at a time."""
     limit = parse_bytes(memory_limit) if memory_limit is not None else None
     passes = resolve(DEFAULT_PIPELINE if pipeline is None else pipeline)
-    if limit is not None and not any(p.name == "split" for p in passes):
-        raise NotImplementedError(
-            "memory_limit needs the 'split' pass, which this version does not have yet")
+    if limit is not None:  # the split pass, after dot-order (explorer/passes/split.py)
+        passes = with_split(passes, limit)
     traced = trace(fn, *args)
     stages = [Stage("traced", traced.graph, PassReport(changed=False))]
 
     def record(p: Pass, g: Graph, report: PassReport) -> None:
         stages.append(Stage(p.name, g, report))
 
-    run_pipeline(traced.graph, passes, check=check, on_stage=record)
-    return Trace(traced, stages, args, limit)
+    final = run_pipeline(traced.graph, passes, check=check, on_stage=record)
+    if limit is not None:
+        check_limit(final, limit)
+    result = Trace(traced, stages, args, limit)
+    result.fn = fn  # the baselines of compare() call the user's own function
+    return result

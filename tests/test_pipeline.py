@@ -28,7 +28,7 @@ def test_registry_keys_equal_pass_names(name: str) -> None:
 
 def test_default_pipeline_lists_registered_passes_in_order() -> None:
     want = ("simplify", "cse", "recognize-dot", "euclidean-distance", "dot-order", "simplify",
-            "dce")
+            "dce", "fuse")
     assert DEFAULT_PIPELINE == tuple(p for p in want if p in gx.passes.names())
     assert {"simplify", "cse", "dce"} <= set(DEFAULT_PIPELINE)
 

@@ -3,13 +3,17 @@
 Temporaries are everything the program allocates except its inputs and its outputs (and the
 constants baked into it). Ops that only re-index their input (broadcast, transpose, slice, ...)
 alias it instead of allocating, as NumPy views do; a reshape of a strided view copies.
+At each step the op's own transient allocations (analysis/workspace.py) are added on top of
+the live buffers, so the plan bounds what the reference interpreter measures. Region-aware:
+a `loop` node's step holds its result buffers plus one iteration's temporaries.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, TupleType
+from .workspace import workspace_bytes
 
 # Views: they allocate nothing and keep their input's buffer alive.
 STRIDED_VIEW_OPS = frozenset({"broadcast_in_dim", "transpose", "rev", "slice"})
@@ -26,9 +30,35 @@ class MemoryPlan:
     peak_node: int | None  # the node at whose step the peak is reached
     buffer_of: dict[int, int]  # node id -> the node id owning its buffer
     temporaries: dict[int, int]  # buffer owner id -> bytes, for buffers counted as temporaries
+    steps: tuple[int, ...] = ()  # planned bytes at each step: live buffers plus the op's workspace
 
 
 def plan(g: Graph) -> MemoryPlan:
+    """The plan of a whole program: its inputs and outputs are not temporaries."""
+    return _plan(g, outputs_are_temporaries=False, strided=frozenset())
+
+
+def body_peak(body: Graph, strided: frozenset[int] = frozenset()) -> int:
+    """The peak of one run of a region body, its results included (they are the enclosing
+    op's temporaries until combined); `strided` parameters are non-contiguous views."""
+    return _plan(body, outputs_are_temporaries=True, strided=strided).peak_bytes
+
+
+def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
+    """buffer owner -> bytes of it that are program outputs (None: all of it). Only some
+    elements of a tuple (a loop's or top_k's results) may be outputs."""
+    ext: dict[int, int | None] = {}
+    for o in g.outputs:
+        buf = owner[o]
+        if isinstance(g[buf].type, TupleType) and g[o].op == "get_tuple_element" and buf != o:
+            if ext.get(buf, 0) is not None:
+                ext[buf] = (ext.get(buf) or 0) + g[o].type.nbytes
+        else:
+            ext[buf] = None
+    return ext
+
+
+def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int]) -> MemoryPlan:
     owner: dict[int, int] = {}
     contiguous: dict[int, bool] = {}
     for n in g.nodes:
@@ -40,17 +70,25 @@ def plan(g: Graph) -> MemoryPlan:
             contiguous[n.id] = True
         else:
             owner[n.id] = n.id
-            contiguous[n.id] = True
+            contiguous[n.id] = n.id not in strided
     last_use: dict[int, int] = {}
     for step, n in enumerate(g.nodes):
         for i in n.inputs:
             last_use[owner[i]] = step
-    external = {owner[p] for p in g.params} | {owner[o] for o in g.outputs}
-    temps = {
-        n.id: n.type.nbytes
-        for n in g.nodes
-        if owner[n.id] == n.id and n.id not in external and n.op not in ("parameter", "constant")
-    }
+    if outputs_are_temporaries:
+        end = len(g.nodes)
+        for o in g.outputs:
+            last_use[owner[o]] = end  # alive past the last step
+    external: dict[int, int | None] = {owner[p]: None for p in g.params}
+    if not outputs_are_temporaries:
+        external.update(_external_bytes(g, owner))
+    temps: dict[int, int] = {}
+    for n in g.nodes:
+        if owner[n.id] != n.id or n.op in ("parameter", "constant"):
+            continue
+        ext = external.get(n.id, 0)
+        if ext is not None and n.type.nbytes > ext:
+            temps[n.id] = n.type.nbytes - ext
     frees: dict[int, list[int]] = {}
     for buf in temps:
         step = last_use.get(buf)
@@ -58,15 +96,18 @@ def plan(g: Graph) -> MemoryPlan:
             frees.setdefault(step, []).append(buf)
     live = 0
     peak, peak_node = 0, None
-    timeline = []
+    timeline, steps = [], []
     for step, n in enumerate(g.nodes):
         if n.id in temps:
             live += temps[n.id]
-        if live > peak:
-            peak, peak_node = live, n.id
+        at_step = live + workspace_bytes(g, n, contiguous, body_peak)
+        if at_step > peak:
+            peak, peak_node = at_step, n.id
         timeline.append(live)
+        steps.append(at_step)
         for buf in frees.get(step, ()):
             live -= temps[buf]
         if n.id in temps and n.id not in last_use:  # computed but never read
             live -= temps[n.id]
-    return MemoryPlan(tuple(n.id for n in g.nodes), tuple(timeline), peak, peak_node, owner, temps)
+    return MemoryPlan(tuple(n.id for n in g.nodes), tuple(timeline), peak, peak_node, owner, temps,
+                      tuple(steps))

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node, TensorType
+from ..ir.graph import Graph, Node, TensorType, TupleType
 from ..ir.ops import OPS
+from .loop_combine import Combiner, chunk_of
 
 
 class ArgumentError(ValueError):
@@ -32,6 +33,9 @@ def last_uses(g: Graph) -> dict[int, list[int]]:
     for value, reader in last.items():
         if value not in keep:
             frees.setdefault(reader, []).append(value)
+    for n in g.nodes:  # never read: dropped at once (as the memory planner assumes)
+        if n.id not in last and n.id not in keep and n.op != "parameter":
+            frees.setdefault(n.id, []).append(n.id)
     return frees
 
 
@@ -112,13 +116,15 @@ def evaluate(g: Graph, args: Sequence[np.ndarray],
     with np.errstate(all="ignore"):
         for n in g.nodes:
             if n.op == "parameter":
-                env[n.id] = args[params[n.id]]
+                value = args[params[n.id]]
             else:
-                env[n.id] = eval_node(n, [env[i] for i in n.inputs])
+                value = eval_node(n, [env[i] for i in n.inputs])
+            env[n.id] = value
             for dead in frees.get(n.id, ()):
                 del env[dead]
             if after_step is not None:
-                after_step(n, env[n.id])
+                after_step(n, value)
+            del value
     return [env[o] for o in g.outputs]  # type: ignore[misc]
 
 
@@ -132,9 +138,17 @@ def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, 
     seen: set[int] = set()
     state = {"outputs": 0, "peak": 0}
 
+    elements: dict[int, list[int]] = {}  # tuple node -> its elements that are outputs
+    for o in g.outputs:
+        if g[o].op == "get_tuple_element":
+            elements.setdefault(g[o].inputs[0], []).append(g[o].attrs["index"])
+
     def after_step(n: Node, value: object) -> None:
         if n.id in outputs:
             state["outputs"] += _new_buffer_bytes(value, args, seen)
+        elif n.id in elements and isinstance(value, tuple):
+            state["outputs"] += _new_buffer_bytes(tuple(value[k] for k in elements[n.id]),
+                                                  args, seen)
         _, peak = tracemalloc.get_traced_memory()
         state["peak"] = max(state["peak"], peak - base - state["outputs"])
         tracemalloc.reset_peak()
@@ -169,3 +183,28 @@ def _new_buffer_bytes(value: object, args: Sequence[np.ndarray], seen: set[int])
         seen.add(id(root))
         total += root.nbytes
     return total
+
+
+# ---- the `loop` region op (issue 4): chunk by chunk, one iteration's temporaries at a time
+
+
+def _eval_loop(n: Node, vals: Sequence[object]) -> object:
+    a = n.attrs
+    size, chunk = a["size"], a["chunk"]
+    split = dict(a["split_inputs"])
+    types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
+    combiner = Combiner(a["combine"], types)
+    for start in range(0, size, chunk):
+        stop = min(start + chunk, size)
+        body = a["body"] if stop - start == chunk else a["tail"]
+        args = [chunk_of(v, split[k], start, stop) if k in split else v  # type: ignore[arg-type]
+                for k, v in enumerate(vals)]
+        outs = evaluate(body, args)  # type: ignore[arg-type]
+        del args
+        combiner.add(start, outs)
+        del outs
+    results = combiner.results()
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+REGIONS["loop"] = _eval_loop

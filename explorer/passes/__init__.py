@@ -57,13 +57,14 @@ from .simplify import Simplify  # noqa: E402
 register(Simplify)
 register(CSE)
 register(DCE)
-for _module in ("recognize_dot", "euclidean_distance", "dot_order", "fuse"):
+for _module in ("recognize_dot", "euclidean_distance", "dot_order", "fuse", "split"):
     _load(_module)
 
-# The default pipeline, by name (split and fuse join later, from their own issues).
+# The default pipeline, by name. `split` joins after dot-order when explore() is given a
+# memory_limit; `fuse` groups what is left into kernels for the CPU and GPU backends.
 DEFAULT_PIPELINE: tuple[str, ...] = tuple(
     p for p in ("simplify", "cse", "recognize-dot", "euclidean-distance", "dot-order",
-                "simplify", "dce")
+                "simplify", "dce", "fuse")
     if p in _REGISTRY)
 
 __all__ = ["DEFAULT_PIPELINE", "Pass", "PassReport", "Rewrite", "RewritePass", "get", "names",

@@ -2,11 +2,14 @@
 `// ----- expected`, and the expected output IR; cases are separated by lines that start
 with `// ===== case` (the rest of the line names the case). An optional line
 `// fired: rule@file:line rule@file:line ...` in the expected part lists the rewrites the
-pass must log, in order. Each case checks the output text, the verifier, the print/parse
-round trip and, for passes that run to a fixed point, that a second run changes nothing."""
+pass must log, in order. An optional line `// options: key=value ...` in the input part sets
+integer options of the pass (the split pass's memory_limit). Each case checks the output
+text, the verifier, the print/parse round trip and, for passes that run to a fixed point,
+that a second run changes nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -19,6 +22,7 @@ HERE = Path(__file__).parent
 CASE = re.compile(r"^// ===== case(.*)$", re.M)
 EXPECTED = re.compile(r"^// ----- expected\s*$", re.M)
 FIRED = re.compile(r"^// fired:(.*)$", re.M)
+OPTIONS = re.compile(r"^// options:(.*)$", re.M)  # e.g. `// options: memory_limit=98304`
 
 
 def _cases() -> list[tuple[str, str, str, str]]:
@@ -47,6 +51,10 @@ def test_every_golden_file_names_a_registered_pass() -> None:
 @pytest.mark.parametrize("pass_name,case,given,expected", CASES, ids=[c[1] for c in CASES])
 def test_golden(pass_name: str, case: str, given: str, expected: str) -> None:
     p = gx.passes.get(pass_name)
+    options = OPTIONS.search(given)
+    if options:  # the pass's dataclass fields, as key=int pairs
+        p = dataclasses.replace(p, **{k: int(v) for k, v in
+                                      (kv.split("=") for kv in options.group(1).split())})
     before = verify(parse(given))
     after, report = p(before)
     verify(after)

@@ -1,0 +1,159 @@
+"""Memory-safe execution (issue 4): programs whose intermediates do not fit, run under a limit.
+
+Prints, measured in this run: seconds and the measured peak of temporaries (tracemalloc, as
+`trace.run` reports it; "n/a" where the allocator is not Python's) next to the limit, for
+  - the Gaussian kernel-vector product exp(-0.5*sum((x[:,None]-y[None])**2,-1)) @ v, float64,
+    D=3, at N=2e4: NumPy naive and hand-chunked, jax.jit, KeOps (pykeops, when it builds),
+    and ours under memory_limit="64MiB"; at N=2e5 (a 320 GB kernel matrix) ours under
+    "256MiB" (with --full: it takes about 100x the N=2e4 time);
+  - kNN, k=10, top_k of negative squared distances, d=3, 1e5 points: ours under "256MiB"
+    (1e3 queries by default, 1e4 with --full) and jax.jit.
+Usage: python -m bench.memory_safe [--full] [--naive-cap GiB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import explorer as gx
+from explorer.units import format_bytes
+
+jax.config.update("jax_enable_x64", True)
+
+
+def kernel_vector(x: Any, y: Any, v: Any) -> Any:
+    return jnp.exp(-0.5 * jnp.sum((x[:, None] - y[None]) ** 2, -1)) @ v
+
+
+def knn(q: Any, p: Any) -> Any:
+    return jax.lax.top_k(-jnp.sum((q[:, None] - p[None]) ** 2, -1), 10)[1]
+
+
+def numpy_naive(x: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * np.sum((x[:, None] - y[None]) ** 2, -1)) @ v
+
+
+def numpy_chunked(x: np.ndarray, y: np.ndarray, v: np.ndarray, rows: int = 256) -> np.ndarray:
+    out = np.empty(len(x))
+    for s in range(0, len(x), rows):
+        d = np.sum((x[s:s + rows, None] - y[None]) ** 2, -1)
+        out[s:s + rows] = np.exp(-0.5 * d) @ v
+    return out
+
+
+def measured(fn: Callable[[], Any]) -> tuple[Any, float, int]:
+    """(value, seconds, peak bytes of Python-visible allocations, less the result)."""
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    t0 = time.perf_counter()
+    value = fn()
+    seconds = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return value, seconds, peak - base - np.asarray(value).nbytes
+
+
+def row(name: str, seconds: float | None, peak: int | str, limit: str = "", note: str = "") -> None:
+    secs = f"{seconds:10.2f}" if seconds is not None else f"{'-':>10}"
+    pk = format_bytes(peak) if isinstance(peak, int) else peak
+    print(f"  {name:<30}{secs}  {pk:>12}  {limit:>8}  {note}")
+
+
+def jit_row(fn: Callable, *args: Any) -> Any:
+    f = jax.jit(fn)
+    f(*args).block_until_ready()  # compile
+    t0 = time.perf_counter()
+    out = f(*args).block_until_ready()
+    row("jax.jit (XLA, CPU)", time.perf_counter() - t0, "n/a", note="XLA's allocator")
+    return np.asarray(out)
+
+
+def ours(fn: Callable, args: tuple, limit: str) -> Any:
+    t0 = time.perf_counter()
+    tr = gx.explore(fn, *args, memory_limit=limit)
+    plan_s = time.perf_counter() - t0
+    loop = next(n for n in tr.final.graph.nodes if n.op == "loop")
+    r = tr.run()
+    note = (f"planned {format_bytes(tr.final.cost.peak_bytes)}, "
+            f"{-(-loop.attrs['size'] // loop.attrs['chunk'])} iterations of "
+            f"{loop.attrs['chunk']}, explore {plan_s:.2f}s; unsplit plan "
+            f"{format_bytes(tr.stages[0].cost.peak_bytes)}")
+    row("ours (reference, split)", r.seconds, r.peak_bytes, limit, note)
+    assert r.peak_bytes <= gx.parse_bytes(limit)
+    return r.value
+
+
+def keops_row(x: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray | None:
+    try:
+        from pykeops.numpy import LazyTensor
+    except Exception as e:  # not installed, or it cannot build here
+        row("KeOps (pykeops, CPU)", None, "-", note=f"skipped: {type(e).__name__}: {e}")
+        return None
+    k = (-0.5 * ((LazyTensor(x[:, None, :]) - LazyTensor(y[None, :, :])) ** 2).sum(-1)).exp()
+    k @ v[:, None]  # compiles the kernel on first use
+    t0 = time.perf_counter()
+    out = (k @ v[:, None])[:, 0]
+    row("KeOps (pykeops, CPU)", time.perf_counter() - t0, "n/a", note="C++ kernel, no temporaries")
+    return out
+
+
+def bench_kernel_vector(n: int, limit: str, baselines: bool, naive_cap: float) -> None:
+    rng = np.random.default_rng(0)
+    x, y, v = rng.standard_normal((n, 3)), rng.standard_normal((n, 3)), rng.standard_normal(n)
+    print(f"kernel-vector product, float64, N=M={n:,}, D=3 (dense kernel "
+          f"{format_bytes(n * n * 8)}, naive difference {format_bytes(n * n * 24)})")
+    want = None
+    if baselines:
+        need = 2 * n * n * 24
+        if need <= naive_cap * 2**30:
+            want, s, pk = measured(lambda: numpy_naive(x, y, v))
+            row("NumPy naive", s, pk)
+        else:
+            row("NumPy naive", None, "-", note=f"skipped: needs ~{format_bytes(need)} "
+                                              f"(cap {naive_cap} GiB, --naive-cap)")
+        chunked, s, pk = measured(lambda: numpy_chunked(x, y, v))
+        row("NumPy hand-chunked (256 rows)", s, pk)
+        want = chunked if want is None else want
+        jit_row(kernel_vector, x, y, v)
+        keops_row(x, y, v)
+    got = ours(kernel_vector, (x, y, v), limit)
+    if want is not None:
+        err = float(np.max(np.abs(np.asarray(got) - want)) / np.max(np.abs(want)))
+        print(f"  max relative difference ours vs NumPy: {err:.1e}")
+
+
+def bench_knn(queries: int, points: int, limit: str) -> None:
+    rng = np.random.default_rng(1)
+    q, p = rng.standard_normal((queries, 3)), rng.standard_normal((points, 3))
+    print(f"kNN, k=10, {queries:,} queries x {points:,} points, d=3, float64 (distances "
+          f"{format_bytes(queries * points * 8)})")
+    want = jit_row(knn, q, p)
+    got = np.asarray(ours(knn, (q, p), limit))
+    print(f"  neighbours equal to jax.jit's: {np.mean(got == want):.4%}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="N=2e5 and 1e4 kNN queries (slow)")
+    ap.add_argument("--naive-cap", type=float, default=4.0,
+                    help="GiB the naive NumPy baseline may use before it is skipped")
+    args = ap.parse_args()
+    print(f"{'':2}{'run':<30}{'seconds':>10}  {'peak':>12}  {'limit':>8}")
+    bench_kernel_vector(20_000, "64MiB", True, args.naive_cap)
+    if args.full:
+        bench_kernel_vector(200_000, "256MiB", False, args.naive_cap)
+    else:
+        print("kernel-vector product at N=200,000 under 256MiB: run with --full")
+    bench_knn(10_000 if args.full else 1_000, 100_000, "256MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Which nodes a split along one dimension can run chunk by chunk (the split pass's analysis).
+
+Starting from a large tensor and one of its axes, the region grows to every producer and user
+through which that dimension maps (elementwise ops, broadcasts, transposes, reshapes that keep
+it whole, dot_general free and batch dims, reductions and top_k along other axes) and stops at
+nodes that reduce it away: sums and dot contractions accumulate, max/min/prod/and/or
+accumulate, argmax/argmin and top_k merge. Such a node is an *exit*: its axis is None and the
+region does not grow past it. Every region node has one axis; a conflict rejects the region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.graph import Graph, Node, TensorType
+from ..ir.ops import OPS, dot_dims
+
+Axes = tuple[int | None, ...]  # per operand: the axis that is split, or None (passed whole)
+
+# Reductions along the split dimension -> how the loop accumulates their chunk results.
+EXIT_KIND = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
+             "reduce_prod": "mul", "reduce_and": "and", "reduce_or": "or",
+             "dot_general": "add", "argmax": "argmax", "argmin": "argmin", "top_k": "top_k"}
+SOURCES = frozenset({"parameter", "constant", "iota"})
+
+
+@dataclass(frozen=True)
+class Step:
+    """How a node splits: the axis of its result (None: an exit) and of each operand."""
+
+    axis: int | None
+    operands: Axes
+
+
+def _rank(g: Graph, i: int) -> int:
+    t = g[i].type
+    return t.rank if isinstance(t, TensorType) else t.elements[0].rank
+
+
+def _shape(g: Graph, i: int) -> tuple[int, ...]:
+    t = g[i].type
+    return t.shape if isinstance(t, TensorType) else t.elements[0].shape
+
+
+def _same_axis(g: Graph, n: Node, axis: int, size: int) -> Axes:
+    """Operands that have the split dimension at `axis` (not broadcast along it)."""
+    return tuple(axis if _rank(g, i) == _rank(g, n.id) and _shape(g, i)[axis] == size else None
+                 for i in n.inputs)
+
+
+def _reshape_axis(src: tuple[int, ...], dst: tuple[int, ...], axis: int) -> int | None:
+    """The axis of `dst` that holds `src`'s axis whole (same prefix product), if any."""
+    prefix = 1
+    for d in src[:axis]:
+        prefix *= d
+    acc = 1
+    for b, d in enumerate(dst):
+        if acc == prefix and d == src[axis]:
+            return b
+        acc *= d
+    return None
+
+
+def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
+    """`n` computes chunks along result axis `axis`: which operand axes does it read?"""
+    kind, a = OPS[n.op].kind, n.attrs
+    if kind == "elementwise" or n.op in ("concatenate", "sort", "get_tuple_element"):
+        if n.op == "concatenate" and a["dimension"] == axis:
+            return None
+        if n.op == "sort" and a["dimension"] == axis:
+            return None
+        if n.op == "get_tuple_element":
+            return Step(axis, (axis,))
+        return Step(axis, _same_axis(g, n, axis, size))
+    if n.op == "broadcast_in_dim":
+        bd = tuple(a["broadcast_dimensions"])
+        src = bd.index(axis) if axis in bd else None
+        return Step(axis, (src if src is not None and _shape(g, n.inputs[0])[src] == size
+                           else None,))
+    if n.op == "transpose":
+        return Step(axis, (tuple(a["permutation"])[axis],))
+    if n.op in ("reshape", "squeeze", "expand_dims"):
+        src = _reshape_axis(_shape(g, n.id), _shape(g, n.inputs[0]), axis)
+        return None if src is None else Step(axis, (src,))
+    if n.op == "rev":
+        return None if axis in a["dimensions"] else Step(axis, (axis,))
+    if n.op == "slice":
+        full = (a["start_indices"][axis] == 0 and a["limit_indices"][axis] == size
+                and (a.get("strides") or (1,) * 99)[axis] == 1)
+        return Step(axis, (axis,)) if full else None
+    if n.op in ("cumsum", "cumprod", "cummax", "cummin"):
+        return None if a["axis"] == axis else Step(axis, (axis,))
+    if n.op == "top_k":
+        return None if a.get("axis", _rank(g, n.inputs[0]) - 1) == axis else Step(axis, (axis,))
+    if kind == "reduce":
+        kept = [i for i in range(_rank(g, n.inputs[0])) if i not in a["axes"]]
+        return Step(axis, (kept[axis],))
+    if n.op == "dot_general":
+        lc, rc, lb, rb = dot_dims(a)
+        lf = [i for i in range(_rank(g, n.inputs[0])) if i not in lc + lb]
+        rf = [i for i in range(_rank(g, n.inputs[1])) if i not in rc + rb]
+        if axis < len(lb):
+            return Step(axis, (lb[axis], rb[axis]))
+        if axis < len(lb) + len(lf):
+            return Step(axis, (lf[axis - len(lb)], None))
+        return Step(axis, (None, rf[axis - len(lb) - len(lf)]))
+    return None
+
+
+def step_from_operand(g: Graph, n: Node, pos: int, axis: int, size: int) -> Step | None:
+    """Operand `pos` of `n` is split along `axis`: how does `n` split (None: it cannot)?"""
+    a = n.attrs
+    if n.op in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+                "reduce_or", "argmax", "argmin"):
+        if axis in a["axes"]:
+            return Step(None, (axis,))
+        return Step(axis - sum(1 for r in a["axes"] if r < axis), (axis,))
+    if n.op == "top_k":
+        if a.get("axis", _rank(g, n.inputs[0]) - 1) == axis:
+            return Step(None, (axis,))
+        return Step(axis, (axis,))
+    if n.op == "dot_general":
+        lc, rc, lb, rb = dot_dims(a)
+        mine, theirs = ((lc, lb), (rc, rb)) if pos == 0 else ((rc, rb), (lc, lb))
+        if axis in mine[0]:
+            other = theirs[0][mine[0].index(axis)]
+            return Step(None, (axis, other) if pos == 0 else (other, axis))
+        if axis in mine[1]:
+            b = mine[1].index(axis)
+            return step_from_result(g, n, b, size)
+        free = [i for i in range(_rank(g, n.inputs[pos])) if i not in mine[0] + mine[1]]
+        out = len(lb) + free.index(axis)
+        if pos == 1:
+            out += _rank(g, n.inputs[0]) - len(lc) - len(lb)
+        return step_from_result(g, n, out, size)
+    if n.op == "broadcast_in_dim":
+        return step_from_result(g, n, tuple(a["broadcast_dimensions"])[axis], size)
+    if n.op == "transpose":
+        return step_from_result(g, n, tuple(a["permutation"]).index(axis), size)
+    if n.op in ("reshape", "squeeze", "expand_dims"):
+        out = _reshape_axis(_shape(g, n.inputs[0]), _shape(g, n.id), axis)
+        return None if out is None else step_from_result(g, n, out, size)
+    step = step_from_result(g, n, axis, size) if _rank(g, n.id) == _rank(g, n.inputs[pos]) else None
+    return step if step is not None and step.operands[pos] == axis else None
+
+
+@dataclass
+class Region:
+    """Nodes computed chunk by chunk: node id -> Step. `size` is the split dimension's extent."""
+
+    size: int
+    steps: dict[int, Step]
+
+    def outputs(self, g: Graph) -> list[int]:
+        """Region nodes read outside it (or program outputs), in graph order."""
+        outs = set(g.outputs)
+        return [n.id for n in g.nodes if n.id in self.steps and (
+            n.id in outs or any(u not in self.steps for u in g.users.get(n.id, ())))]
+
+    def inputs(self, g: Graph) -> list[tuple[int, int | None]]:
+        """(node, axis) pairs the loop reads from outside, in first-use order."""
+        seen: dict[tuple[int, int | None], None] = {}
+        for n in g.nodes:
+            if n.id in self.steps:
+                for i, ax in zip(n.inputs, self.steps[n.id].operands):
+                    if i not in self.steps:
+                        seen.setdefault((i, ax))
+        return list(seen)
+
+
+def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
+    """The region around `seed` split along its result axis `axis`, or None if it is not
+    consistent or not convex (a value leaving it would have to come back in)."""
+    size = _shape(g, seed)[axis]
+    first = step_from_result(g, g[seed], axis, size)
+    if first is None or size < 2 or g[seed].op in SOURCES:
+        return None
+    steps: dict[int, Step] = {seed: first}
+    work = [seed]
+    while work:
+        n = g[work.pop()]
+        st = steps[n.id]
+        for i, ax in zip(n.inputs, st.operands):  # producers
+            if i in steps:
+                if steps[i].axis != ax or ax is None:
+                    return None
+                continue
+            if ax is None or g[i].op in SOURCES or not (pull or n.op == "get_tuple_element"):
+                continue
+            back = step_from_result(g, g[i], ax, size)
+            if back is not None:
+                steps[i] = back
+                work.append(i)
+        if st.axis is None:
+            if n.op == "top_k":  # its element reads belong to the merge
+                for u in g.users.get(n.id, ()):
+                    steps.setdefault(u, Step(None, (None,)))
+            continue
+        for u in dict.fromkeys(g.users.get(n.id, ())):  # users
+            if u in steps:
+                continue
+            un = g[u]
+            pos = un.inputs.index(n.id)
+            fwd = step_from_operand(g, un, pos, st.axis, size)
+            if fwd is None or any(un.inputs[k] == n.id and fwd.operands[k] != st.axis
+                                  for k in range(len(un.inputs))):
+                continue
+            if any(w in steps and (steps[w].axis is None or steps[w].axis != fwd.operands[k])
+                   for k, w in enumerate(un.inputs)):
+                continue
+            steps[u] = fwd
+            work.append(u)
+    region = Region(size, steps)
+    return region if _convex(g, region) else None
+
+
+def _convex(g: Graph, r: Region) -> bool:
+    tainted: set[int] = set()
+    for n in g.nodes:
+        if n.id in r.steps:
+            if any(i in tainted for i in n.inputs):
+                return False
+        elif any(i in r.steps or i in tainted for i in n.inputs):
+            tainted.add(n.id)
+    if any(not isinstance(g[i].type, TensorType) for i, _ in r.inputs(g)):
+        return False  # a tuple cannot be sliced: its get_tuple_element reads stay outside
+    outs = set(r.outputs(g))
+    for n in g.nodes:  # region outputs must be tensors, or a merged top_k's elements
+        if n.id in outs and not isinstance(n.type, TensorType):
+            return False
+    return True

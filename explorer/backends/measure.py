@@ -1,0 +1,130 @@
+"""Measurement: warm-up, repeats, median and minimum; peak memory as each backend can know it;
+and a numeric check against the reference interpreter.
+
+Peak memory means temporaries (everything but inputs and outputs), measured as follows:
+  reference, cpu, "numpy"  tracemalloc, step by step (NumPy reports its buffers to it; the
+                           CPU kernels allocate only through NumPy, in their launcher)
+  gpu                      CuPy's memory pool: bytes in use after each step, less inputs
+                           and outputs
+  jax, "jax-jit"           on GPU, the device's peak_bytes_in_use (process-wide, so only
+                           an upper bound after bigger runs); on CPU, XLA's planned
+                           temporaries from the compiled module's memory_analysis()
+  "jax-eager"              on GPU the device's peak; on CPU nothing can see it (None)
+Timing runs are separate from the run that measures memory, as tracing slows allocation.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.graph import Graph
+from . import dispatch
+from .result import Kernel
+
+# Relative error allowed against the reference, by element type (sums re-associate).
+TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-3, "f64": 1e-9, "c64": 1e-3, "c128": 1e-9}
+
+PEAK_HOW = {"reference": "tracemalloc", "cpu": "tracemalloc", "gpu": "CuPy pool",
+            "numpy": "tracemalloc"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    label: str  # "dot-order on cpu", "numpy", ...
+    backend: str  # a backend name, or a baseline name
+    median: float  # seconds
+    minimum: float
+    repeats: int
+    peak_bytes: int | None  # None: this runtime cannot tell
+    peak_how: str
+    error: float | None  # largest error relative to the reference's magnitude
+    ok: bool
+    stage: str | None = None
+    kernels: tuple[Kernel, ...] = field(default=())
+
+
+def relative_error(got: Sequence[Any], want: Sequence[np.ndarray]) -> float:
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        g64, w64 = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
+        if g64.shape != w64.shape:
+            return float("inf")
+        finite = np.isfinite(w64)
+        if not np.array_equal(np.isfinite(g64), finite):
+            return float("inf")
+        scale = max(1.0, float(np.max(np.abs(w64[finite]), initial=0.0)))
+        worst = max(worst, float(np.max(np.abs(g64[finite] - w64[finite]), initial=0.0)) / scale)
+    return worst
+
+
+def within_tolerance(error: float, want: Sequence[np.ndarray]) -> bool:
+    names = [dtypes.from_numpy(np.asarray(w).dtype) for w in want]
+    return error <= min((TOLERANCE.get(n, 0.0) for n in names), default=0.0)
+
+
+def repeat(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
+    """Seconds of `repeats` calls after `warmup` calls; `fn` must block until done."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _measurement(label: str, backend: str, times: list[float], peak: int | None, how: str,
+                 got: Sequence[Any] | None, want: Sequence[np.ndarray] | None,
+                 stage: str | None = None, kernels: tuple[Kernel, ...] = ()) -> Measurement:
+    error = None if got is None or want is None else relative_error(got, want)
+    ok = error is None or within_tolerance(error, want or ())
+    return Measurement(label, backend, statistics.median(times), min(times), len(times), peak,
+                       how, error, ok, stage, kernels)
+
+
+def measure_graph(graph: Graph, args: Sequence[np.ndarray], backend: str,
+                  want: Sequence[np.ndarray] | None, repeats: int = 5, label: str = "",
+                  stage: str | None = None, memory_limit: int | None = None) -> Measurement:
+    """One stage on one backend: a measuring run (peak, kernels, values), then timing runs."""
+    outs, _, peak, kernels = dispatch.run_graph(graph, args, backend, memory_limit)
+    times = dispatch.time_graph(graph, args, backend, repeats, warmup=1)
+    how = PEAK_HOW.get(backend) or ("device peak" if jax.default_backend() == "gpu"
+                                    else "XLA memory_analysis")
+    return _measurement(label or backend, backend, times, peak, how, outs, want, stage, kernels)
+
+
+def _device_peak() -> int | None:
+    if jax.default_backend() != "gpu":
+        return None
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
+
+
+def measure_jax(fn: Callable[..., Any], args: Sequence[Any], want: Sequence[np.ndarray] | None,
+                jit: bool, repeats: int = 5) -> Measurement:
+    """The user's function under JAX: eagerly (op by op) or jitted (XLA alone)."""
+    device_args = [jax.device_put(a) for a in args]
+    call = jax.jit(fn) if jit else fn
+
+    def once() -> Any:
+        return jax.block_until_ready(call(*device_args))
+
+    outs = jax.tree_util.tree_leaves(once())
+    times = repeat(once, repeats, warmup=1)
+    peak, how = _device_peak(), "device peak"
+    if peak is None and jit:
+        analysis = jax.jit(fn).lower(*device_args).compile().memory_analysis()
+        peak, how = (int(analysis.temp_size_in_bytes), "XLA memory_analysis") if analysis else (None, "")
+    elif peak is None:
+        how = "not visible on CPU"
+    name = "jax-jit" if jit else "jax-eager"
+    return _measurement(name, name, times, peak, how, outs, want)

@@ -1,0 +1,138 @@
+"""trace.compare(): time and peak memory of stages on backends, against baselines.
+
+Baselines, defined honestly:
+  "numpy"      NumPy eager: the traced program (no passes) on the reference interpreter, one
+               NumPy call per op, each result a fresh array, as NumPy code written op by op.
+  "jax-eager"  the user's function called on JAX arrays without jit: one dispatch per op.
+  "jax-jit"    jax.jit of the user's function: XLA alone, with all of its own passes.
+Every row is checked against the reference interpreter's values of the traced program.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from .backends import jax as jax_backend
+from .backends import reference
+from .backends.measure import Measurement, measure_graph, measure_jax
+from .units import format_bytes
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+BASELINES = ("numpy", "jax-eager", "jax-jit")
+
+
+@dataclass
+class Comparison:
+    rows: list[Measurement]
+    figure: Any = field(default=None, repr=False)  # a matplotlib Figure, when plotted
+
+    def row(self, label: str) -> Measurement:
+        for r in self.rows:
+            if r.label == label:
+                return r
+        raise KeyError(f"no row {label!r}; rows: {', '.join(r.label for r in self.rows)}")
+
+    def ratio(self, slow: str, fast: str) -> float:
+        """How many times faster row `fast` is than row `slow` (by median)."""
+        return self.row(slow).median / self.row(fast).median
+
+    def _cells(self) -> list[list[str]]:
+        out = []
+        for r in self.rows:
+            peak = "n/a" if r.peak_bytes is None else format_bytes(r.peak_bytes)
+            check = "n/a" if r.error is None else ("ok" if r.ok else f"WRONG ({r.error:.1e})")
+            out.append([r.label, f"{r.median * 1e3:.3f}", f"{r.minimum * 1e3:.3f}", peak,
+                        r.peak_how, check])
+        return out
+
+    HEADER = ["run", "median ms", "min ms", "peak temporaries", "peak measured by", "values"]
+
+    def __str__(self) -> str:
+        cells = [self.HEADER, *self._cells()]
+        widths = [max(len(c[k]) for c in cells) for k in range(len(self.HEADER))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in self.HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in self._cells())
+        table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        if self.figure is None:
+            return table
+        import io
+
+        buf = io.StringIO()
+        self.figure.savefig(buf, format="svg", bbox_inches="tight")
+        return table + buf.getvalue()
+
+    def plot(self) -> Any:
+        """Bars of median time (the minimum as a tick) and peak temporaries per row."""
+        from matplotlib.figure import Figure
+
+        labels = [r.label for r in self.rows]
+        fig = Figure(figsize=(9, 0.45 * len(labels) + 1.5))
+        t_ax, m_ax = fig.subplots(1, 2, sharey=True)
+        y = np.arange(len(labels))
+        t_ax.barh(y, [r.median * 1e3 for r in self.rows], color="tab:blue")
+        t_ax.plot([r.minimum * 1e3 for r in self.rows], y, "k|", markersize=12)
+        t_ax.set_yticks(y, labels)
+        t_ax.invert_yaxis()
+        t_ax.set_xlabel("time, ms (bar: median, tick: minimum)")
+        m_ax.barh(y, [(r.peak_bytes or 0) / 2**20 for r in self.rows], color="tab:orange")
+        for k, r in enumerate(self.rows):
+            if r.peak_bytes is None:
+                m_ax.text(0, k, " n/a", va="center")
+        m_ax.set_xlabel("peak temporaries, MiB")
+        fig.tight_layout()
+        self.figure = fig
+        return fig
+
+
+def _stages(trace: Trace, stages: Sequence[int | str] | None) -> list[Any]:
+    if stages is not None:
+        return [trace.stage(s) for s in stages]
+    chosen = [trace.stages[0]] + [s for s in trace.stages[1:] if s.report.changed]
+    return chosen if chosen[-1] is trace.final else [*chosen, trace.final]
+
+
+def compare(trace: Trace, args: tuple[Any, ...], backends: Sequence[str] = ("cpu",),
+            baselines: Sequence[str] = BASELINES, stages: Sequence[int | str] | None = None,
+            repeats: int = 5, plot: bool = True, progress: bool = True) -> Comparison:
+    from tqdm.auto import tqdm
+
+    unknown = [b for b in baselines if b not in BASELINES]
+    if unknown:
+        raise ValueError(f"unknown baselines {unknown}; known: {', '.join(BASELINES)}")
+    flat = trace.flat_args(args)
+    traced = trace.stages[0].graph
+    want = reference.evaluate(traced, reference.check_args(traced, flat))
+    jobs: list[tuple[str, Any]] = [(b, None) for b in baselines]
+    jobs += [(b, s) for s in _stages(trace, stages) for b in backends]
+    fn = getattr(trace, "fn", None) or (lambda *xs: jax_backend.lower(traced)(*xs))
+    rows = []
+    bar = tqdm(jobs, desc="compare", disable=not progress, leave=False)
+    for name, stage in bar:
+        bar.set_postfix_str(name if stage is None else f"{stage.name} on {name}")
+        if stage is not None:
+            rows.append(measure_graph(stage.graph, flat, name, want, repeats,
+                                      f"{stage.name} on {name}", stage.name, trace.memory_limit))
+        elif name == "numpy":
+            rows.append(measure_graph(traced, flat, "reference", want, repeats, "numpy"))
+        else:
+            call_args = args if getattr(trace, "fn", None) else tuple(flat)
+            leaves = jax.tree_util.tree_map(np.asarray, call_args)
+            rows.append(measure_jax(fn, leaves, want, jit=name == "jax-jit", repeats=repeats))
+    bar.close()
+    result = Comparison(rows)
+    if plot:
+        result.plot()
+    return result
+

@@ -1,0 +1,71 @@
+"""gx.compile: a jit-like callable. The first call for each set of argument shapes and dtypes
+(and pytree structure) explores the function with the default pipeline plus `fuse` (and the
+split pass when a memory limit is given), compiles the final stage for the backend, and
+caches it; later calls with the same signature only run the executable.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from .backends import dispatch
+from .passes import DEFAULT_PIPELINE
+from .trace import Trace, explore
+from .units import parse_bytes
+
+Signature = tuple[Any, tuple[tuple[tuple[int, ...], str], ...]]
+
+
+def signature(args: Sequence[Any]) -> Signature:
+    leaves, tree = jax.tree_util.tree_flatten(tuple(args))
+    return tree, tuple((np.shape(x), str(np.result_type(x))) for x in leaves)
+
+
+class Compiled:
+    """The callable gx.compile returns; `.traces` holds one Trace per signature seen."""
+
+    def __init__(self, fn: Callable[..., Any], memory_limit: int | str | None, backend: str,
+                 pipeline: Sequence[str] | None) -> None:
+        if backend not in dispatch.available() and backend != "gpu":
+            raise ValueError(f"backend {backend!r} is not available; available: "
+                             f"{', '.join(dispatch.available())}")
+        self.fn = fn
+        self.memory_limit = parse_bytes(memory_limit) if memory_limit is not None else None
+        self.backend = backend
+        self.pipeline = list(pipeline) if pipeline is not None else [*DEFAULT_PIPELINE, "fuse"]
+        self.traces: dict[Signature, Trace] = {}
+        functools.update_wrapper(self, fn)
+
+    def trace_for(self, *args: Any) -> Trace:
+        """The exploration behind calls with arguments like these (made on first use)."""
+        key = signature(args)
+        if key not in self.traces:
+            self.traces[key] = explore(self.fn, *args, pipeline=self.pipeline,
+                                       memory_limit=self.memory_limit)
+        return self.traces[key]
+
+    def __call__(self, *args: Any) -> Any:
+        t = self.trace_for(*args)
+        if self.backend == "reference":
+            return t.run(*args).value
+        exe = dispatch.executable(t.final.graph, self.backend, self.memory_limit)
+        outs = exe.execute(exe.prepare(t.flat_args(args)))
+        outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
+        return jax.tree_util.tree_unflatten(t.traced.out_tree, outs)
+
+    def __repr__(self) -> str:
+        return (f"<gx.compile of {getattr(self.fn, '__name__', self.fn)} on {self.backend}: "
+                f"{len(self.traces)} signature(s) compiled>")
+
+
+def compile(fn: Callable[..., Any] | None = None, *, memory_limit: int | str | None = None,  # noqa: A001
+            backend: str = "cpu", pipeline: Sequence[str] | None = None) -> Any:
+    """`gx.compile(fn)` or `@gx.compile(memory_limit="256MiB")`: see the module docstring."""
+    if fn is None:
+        return lambda f: Compiled(f, memory_limit, backend, pipeline)
+    return Compiled(fn, memory_limit, backend, pipeline)

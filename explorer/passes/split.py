@@ -1,0 +1,213 @@
+"""split: run what does not fit in `memory_limit` chunk by chunk (seed 000's tensor splitter).
+
+gambit split each tensor over a size threshold inside XLA and needed slack to stay under its
+limit. Here the whole program is planned (analysis/memory.py): while a step's planned bytes
+exceed the budget, the largest tensors live there are tried as seeds along each of their
+axes; each seed grows into the region that splits with it (analysis/split_plan.py), which
+becomes one `loop` node (split_rewrite.py). For each region the largest chunk whose loop
+fits is found by bisection, then evened out (same number of iterations, a divisor of the size
+when one fits). The candidate with the lowest estimated time wins (FLOPs, bytes moved and a
+per-iteration charge, so larger chunks are preferred). A limit no split can meet raises
+`InfeasibleMemoryLimit` with the smallest limit that works and the node that needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..analysis.cost import graph_cost
+from ..analysis.memory import MemoryPlan, plan
+from ..analysis.split_plan import Region, grow
+from ..ir.graph import Graph, Node, TensorType
+from ..ir.rewrite import Rewrite
+from ..units import format_bytes
+from . import register
+from .base import PassReport
+from .dce import DCE
+from .split_rewrite import Loop, build_loop
+
+RULE = "split-into-loop"
+RESERVE = 16 * 1024  # bytes kept back for the interpreter's own objects (arrays, frames)
+SEEDS = 4  # largest live tensors tried per round
+MAX_ROUNDS = 16
+# The time model that ranks candidates: seconds per FLOP, per byte moved, per body node run.
+FLOP_S, BYTE_S, NODE_RUN_S = 1 / 2e9, 1 / 5e9, 5e-6
+
+
+class InfeasibleMemoryLimit(ValueError):
+    """No split brings the program under the limit; says the smallest limit that works."""
+
+    def __init__(self, limit: int, needed: int, node: Node) -> None:
+        self.limit, self.needed, self.node = limit, needed, node
+        line = node.source.line_text if node.source else ""
+        where = f" at {node.source}" + (f": {line}" if line else "") if node.source else ""
+        super().__init__(
+            f"memory_limit={format_bytes(limit)} ({limit:,} bytes) cannot be met: the smallest "
+            f"feasible limit is {format_bytes(needed)} ({needed:,} bytes), needed by "
+            f"%{node.id} ({node.op}){where}")
+
+
+def budget_of(limit: int) -> int:
+    return limit - min(RESERVE, limit // 4)
+
+
+def split_for_limit(graph: Graph, limit: int) -> tuple[Graph, PassReport]:
+    """The split pass as a function (gx.compile uses it); raises InfeasibleMemoryLimit."""
+    out = _split(graph, limit)
+    if out is None:
+        raise _infeasible(graph, limit)
+    return out
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str = "split"
+    memory_limit: int | None = None
+
+    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
+        if self.memory_limit is None:
+            return graph, PassReport(False, notes=("no memory_limit: nothing to split",))
+        return split_for_limit(graph, self.memory_limit)
+
+
+register(Split)
+
+
+def _split(g: Graph, limit: int) -> tuple[Graph, PassReport] | None:
+    budget, log, notes = budget_of(limit), [], []
+    if plan(g).peak_bytes > budget:  # dead values would keep region nodes as outputs
+        g, dropped = DCE()(g)
+        log += list(dropped.rewrites)
+    for _ in range(MAX_ROUNDS):
+        p = plan(g)
+        if p.peak_bytes <= budget:
+            notes.append(f"planned peak {format_bytes(p.peak_bytes)} <= budget "
+                         f"{format_bytes(budget)} (limit {format_bytes(limit)})")
+            return g, PassReport(bool(log), tuple(log), tuple(notes))
+        best = _best(g, p, budget)
+        if best is None:
+            return None
+        seed, found = best
+        loop = found.graph[found.loop]
+        log.append(Rewrite(RULE, tuple(sorted(set(g.by_id) - set(found.graph.by_id))),
+                           found.new_ids, str(g[seed].source) if g[seed].source else None))
+        notes.append(f"%{found.loop}: {math.ceil(loop.attrs['size'] / loop.attrs['chunk'])} "
+                     f"iterations of {loop.attrs['chunk']} (of {loop.attrs['size']})")
+        g = found.graph
+    return None
+
+
+def _excess(p: MemoryPlan, budget: int) -> int:
+    return sum(max(0, s - budget) for s in p.steps)
+
+
+def _seeds(g: Graph, p: MemoryPlan, budget: int) -> list[int]:
+    """The largest tensors alive at the worst step."""
+    worst = max(range(len(p.steps)), key=lambda k: p.steps[k])
+    last: dict[int, int] = {}
+    for k, n in enumerate(g.nodes):
+        for i in n.inputs:
+            last[p.buffer_of[i]] = k
+    alive = [n for k, n in enumerate(g.nodes)
+             if isinstance(n.type, TensorType) and n.op not in ("parameter", "constant", "iota")
+             and (k == worst or (k < worst <= last.get(p.buffer_of[n.id], -1)))]
+    worst_node = g.nodes[worst]
+    alive += [g[i] for i in worst_node.inputs if isinstance(g[i].type, TensorType)]
+    alive.sort(key=lambda n: -n.type.nbytes)
+    return list(dict.fromkeys(n.id for n in alive))[:SEEDS]
+
+
+def _regions(g: Graph, seeds: list[int]) -> list[tuple[int, Region]]:
+    out, seen = [], set()
+    for s in seeds:
+        if g[s].op in ("parameter", "constant", "iota"):
+            continue
+        for axis in range(g[s].type.rank):  # type: ignore[union-attr]
+            for pull in (True, False):
+                r = grow(g, s, axis, pull)
+                key = None if r is None else (r.size, frozenset(r.steps.items()))
+                if r is not None and key not in seen:
+                    seen.add(key)
+                    out.append((s, r))
+    return out
+
+
+def _fits(g: Graph, r: Region, seed: int, chunk: int, budget: int, excess: int) -> Loop | None:
+    found = build_loop(g, r, chunk, seed)
+    p = plan(found.graph)
+    step = p.steps[p.schedule.index(found.loop)]
+    return found if step <= budget and _excess(p, budget) < excess else None
+
+
+def _chunk(g: Graph, r: Region, seed: int, budget: int, excess: int) -> Loop | None:
+    lo = max([g[i].attrs["k"] for i in r.steps if g[i].op == "top_k" and r.steps[i].axis is None],
+             default=1)
+    hi = (r.size + 1) // 2
+    if lo > hi or _fits(g, r, seed, lo, budget, excess) is None:
+        return None
+    while lo < hi:  # the largest chunk that fits
+        mid = (lo + hi + 1) // 2
+        if _fits(g, r, seed, mid, budget, excess) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    iterations = math.ceil(r.size / lo)
+    even = math.ceil(r.size / iterations)
+    divisors = [d for d in range(even, lo + 1) if r.size % d == 0]
+    chunk = divisors[0] if divisors else even
+    return _fits(g, r, seed, chunk, budget, excess) or _fits(g, r, seed, lo, budget, excess)
+
+
+def _seconds(found: Loop) -> float:
+    c = graph_cost(found.graph)
+    loop = found.graph[found.loop]
+    runs = math.ceil(loop.attrs["size"] / loop.attrs["chunk"]) * len(loop.attrs["body"].nodes)
+    return c.flops * FLOP_S + c.bytes * BYTE_S + runs * NODE_RUN_S
+
+
+def _best(g: Graph, p: MemoryPlan, budget: int) -> tuple[int, Loop] | None:
+    excess = _excess(p, budget)
+    best: tuple[float, int, Loop] | None = None
+    for seed, r in _regions(g, _seeds(g, p, budget)):
+        found = _chunk(g, r, seed, budget, excess)
+        if found is not None:
+            t = _seconds(found)
+            if best is None or t < best[0]:
+                best = (t, seed, found)
+    return None if best is None else (best[1], best[2])
+
+
+def _infeasible(g: Graph, limit: int) -> InfeasibleMemoryLimit:
+    """The error for `limit`, with the smallest limit that works (found by bisection)."""
+    p = plan(g)
+    lo, hi = limit, max(limit, p.peak_bytes + RESERVE)
+    while hi - lo > max(256, lo // 64):
+        mid = (lo + hi) // 2
+        if _split(g, mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    done = _split(g, hi)
+    final = done[0] if done else g
+    node = final[plan(final).peak_node] if plan(final).peak_node is not None else g.nodes[-1]
+    return InfeasibleMemoryLimit(limit, hi, node)
+
+
+def with_split(passes: list, limit: int) -> list:
+    """`passes` with the split pass for `limit`: replacing a `split` already there, else
+    after dot-order (or at the end of a pipeline without it)."""
+    split = Split(memory_limit=limit)
+    if any(p.name == "split" for p in passes):
+        return [split if p.name == "split" else p for p in passes]
+    names = [p.name for p in passes]
+    at = names.index("dot-order") + 1 if "dot-order" in names else len(passes)
+    return [*passes[:at], split, *passes[at:]]
+
+
+def check_limit(g: Graph, limit: int) -> None:
+    """Raise if the final program's planned peak exceeds `limit` (a later pass undid it)."""
+    peak = plan(g)
+    if peak.peak_bytes > budget_of(limit):
+        node = g[peak.peak_node] if peak.peak_node is not None else g.nodes[-1]
+        raise InfeasibleMemoryLimit(limit, peak.peak_bytes + RESERVE, node)

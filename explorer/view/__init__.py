@@ -1,0 +1,7 @@
+"""What users see: graphs as SVG (render), IR diffs, the step-through widget, %%gambit and the
+standalone HTML export. Imported lazily by Trace.widget()/to_html() and `%load_ext explorer`."""
+
+from .diff import IRDiff, ir_diff
+from .render import DiffView, Rendered, render, render_diff
+
+__all__ = ["DiffView", "IRDiff", "Rendered", "ir_diff", "render", "render_diff"]

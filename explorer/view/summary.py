@@ -1,0 +1,35 @@
+"""A static HTML summary of a trace: what a saved notebook shows where no widget can run
+(GitHub, nbviewer). A table of the stages and the final graph; all text escaped."""
+
+from __future__ import annotations
+
+import html
+
+from ..trace import Trace
+from ..units import format_bytes
+from .render import DEFAULT_MAX_NODES, render
+
+# Past this many nodes the summary leaves the picture out: saved notebooks should stay small.
+SUMMARY_MAX_NODES = 300
+
+
+def summary_html(trace: Trace, max_nodes: int = DEFAULT_MAX_NODES) -> str:
+    esc = html.escape
+    rows = []
+    for k, s in enumerate(trace.stages):
+        changed = k == 0 or s.report.changed
+        style = "" if changed else ' style="color:#999"'
+        rows.append(
+            f"<tr{style}><td>{k}</td><td>{esc(s.name)}</td><td>{len(s.graph)}</td>"
+            f"<td>{s.cost.flops:,}</td><td>{format_bytes(s.cost.bytes)}</td>"
+            f"<td>{format_bytes(s.cost.peak_bytes)}</td><td>{len(s.report.rewrites)}</td></tr>")
+    head = ("<tr><th>#</th><th>stage</th><th>nodes</th><th>FLOPs</th><th>bytes</th>"
+            "<th>peak</th><th>rewrites</th></tr>")
+    final = trace.final.graph
+    picture = ""
+    if len(final) <= SUMMARY_MAX_NODES:
+        svg = render(final, max_nodes=min(max_nodes, SUMMARY_MAX_NODES)).svg
+        picture = f"<p>final stage <b>{esc(trace.final.name)}</b>:</p>{svg}"
+    return (f'<div class="gx-summary"><p><b>gambit-explorer</b>: {esc(trace.name)}, '
+            f"{len(trace.stages)} stages (open in Jupyter for the step-through widget)</p>"
+            f'<table class="gx-stages">{head}{"".join(rows)}</table>{picture}</div>')

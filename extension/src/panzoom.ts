@@ -1,0 +1,133 @@
+// Pan (drag) and zoom (wheel, buttons) of one SVG by rewriting its viewBox.
+
+export interface Box {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+
+/** The first view of a graph: whole if it is readable so, else fit to width from the top. */
+export function initialView(graph: Box, paneW: number, paneH: number): Box {
+  const fit = Math.min(paneW / graph.w, paneH / graph.h);
+  const scale = fit >= 0.45 ? Math.min(fit, 1.25) : Math.min(paneW / graph.w, 1);
+  const w = paneW / scale;
+  const h = paneH / scale;
+  const x = graph.x + (graph.w - w) / 2;
+  const y = h >= graph.h ? graph.y + (graph.h - h) / 2 : graph.y;
+  return { x, y, w, h };
+}
+
+/** Zoom by `factor` (>1 zooms in) keeping the point (px, py), in view units, in place. */
+export function zoomAt(view: Box, factor: number, px: number, py: number): Box {
+  const w = view.w / factor;
+  const h = view.h / factor;
+  return { x: px - (px - view.x) / factor, y: py - (py - view.y) / factor, w, h };
+}
+
+/** The view moved to centre `target` (a box in view units), keeping the zoom. */
+export function centreOn(view: Box, target: Box): Box {
+  return { ...view, x: target.x + target.w / 2 - view.w / 2, y: target.y + target.h / 2 - view.h / 2 };
+}
+
+export class PanZoom {
+  private graph: Box;
+  view: Box;
+  private drag: { x: number; y: number; view: Box } | null = null;
+
+  constructor(private pane: HTMLElement, private svg: SVGSVGElement) {
+    const vb = svg.viewBox.baseVal;
+    this.graph = vb && vb.width ? { x: vb.x, y: vb.y, w: vb.width, h: vb.height } : { x: 0, y: 0, w: 100, h: 100 };
+    svg.removeAttribute("width");
+    svg.removeAttribute("height");
+    svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
+    this.view = this.graph;
+    this.fit();
+    pane.addEventListener("wheel", this.onWheel, { passive: false });
+    pane.addEventListener("pointerdown", this.onDown);
+    pane.addEventListener("pointermove", this.onMove);
+    pane.addEventListener("pointerup", this.onUp);
+    pane.addEventListener("pointerleave", this.onUp);
+  }
+
+  private size(): [number, number] {
+    return [this.pane.clientWidth || 400, this.pane.clientHeight || 300];
+  }
+
+  private apply(): void {
+    const v = this.view;
+    this.svg.setAttribute("viewBox", `${v.x} ${v.y} ${v.w} ${v.h}`);
+  }
+
+  fit(): void {
+    const [w, h] = this.size();
+    this.view = initialView(this.graph, w, h);
+    this.apply();
+  }
+
+  zoom(factor: number): void {
+    this.view = zoomAt(this.view, factor, this.view.x + this.view.w / 2, this.view.y + this.view.h / 2);
+    this.apply();
+  }
+
+  reveal(elements: Element[]): void {
+    const boxes = elements.map((e) => (e as SVGGraphicsElement).getBBox?.()).filter((b) => b && b.width);
+    if (!boxes.length) return;
+    const x = Math.min(...boxes.map((b) => b.x));
+    const y = Math.min(...boxes.map((b) => b.y));
+    const x2 = Math.max(...boxes.map((b) => b.x + b.width));
+    const y2 = Math.max(...boxes.map((b) => b.y + b.height));
+    // graphviz draws in a group translated by the graph's height: map to view units
+    const root = this.svg.querySelector("g.graph") as SVGGraphicsElement | null;
+    const m = root?.transform?.baseVal?.consolidate?.()?.matrix;
+    const tx = m ? m.e : 0;
+    const ty = m ? m.f : 0;
+    this.view = centreOn(this.view, { x: x + tx, y: y + ty, w: x2 - x, h: y2 - y });
+    this.apply();
+  }
+
+  destroy(): void {
+    this.pane.removeEventListener("wheel", this.onWheel);
+    this.pane.removeEventListener("pointerdown", this.onDown);
+    this.pane.removeEventListener("pointermove", this.onMove);
+    this.pane.removeEventListener("pointerup", this.onUp);
+    this.pane.removeEventListener("pointerleave", this.onUp);
+  }
+
+  private toView(ev: { clientX: number; clientY: number }): [number, number] {
+    const r = this.svg.getBoundingClientRect();
+    const v = this.view;
+    const s = Math.min(r.width / v.w, r.height / v.h) || 1;
+    const ox = (r.width - v.w * s) / 2;
+    const oy = (r.height - v.h * s) / 2;
+    return [v.x + (ev.clientX - r.left - ox) / s, v.y + (ev.clientY - r.top - oy) / s];
+  }
+
+  private onWheel = (ev: WheelEvent): void => {
+    ev.preventDefault();
+    const [px, py] = this.toView(ev);
+    this.view = zoomAt(this.view, ev.deltaY < 0 ? 1.15 : 1 / 1.15, px, py);
+    this.apply();
+  };
+
+  private onDown = (ev: PointerEvent): void => {
+    if (ev.button !== 0) return;
+    this.drag = { x: ev.clientX, y: ev.clientY, view: this.view };
+    this.pane.setPointerCapture?.(ev.pointerId);
+    this.pane.classList.add("gx-dragging");
+  };
+
+  private onMove = (ev: PointerEvent): void => {
+    if (!this.drag) return;
+    const r = this.svg.getBoundingClientRect();
+    const s = Math.min(r.width / this.view.w, r.height / this.view.h) || 1;
+    const start = this.drag.view;
+    this.view = { ...start, x: start.x - (ev.clientX - this.drag.x) / s, y: start.y - (ev.clientY - this.drag.y) / s };
+    this.apply();
+  };
+
+  private onUp = (): void => {
+    this.drag = null;
+    this.pane.classList.remove("gx-dragging");
+  };
+}

@@ -1,0 +1,167 @@
+// The tab bodies: IR diff, rewrites, cost, kernels, run. Each is a pure function of the data.
+
+import { h } from "./dom";
+import { delta, formatBytes, formatCount, formatSeconds } from "./format";
+import { barFractions, timelinePlot } from "./plot";
+import type { CostView, DiffRow, KernelRow, RewriteRow, RunRow, RunState } from "./types";
+
+const MARK: Record<string, string> = { equal: "", delete: "−", insert: "+", replace: "~", skip: "" };
+
+/** The IR diff side by side; `single` shows one column (the traced stage has no "before"). */
+export function diffTable(rows: DiffRow[], single = false): HTMLElement {
+  if (!rows.length) return h("p", { class: "gx-empty" }, "no IR");
+  if (single) {
+    const lines = rows.map(([, , , bn, b]) => h("tr", {}, h("td", { class: "gx-num" }, bn ?? ""), h("td", { class: "gx-code" }, b)));
+    const cols = h("colgroup", {}, h("col", { class: "gx-col-num" }), h("col", { class: "gx-col-code" }));
+    return h("div", { class: "gx-scroll" }, h("table", { class: "gx-irdiff gx-single" }, cols, h("tbody", {}, ...lines)));
+  }
+  const body = rows.map(([tag, an, a, bn, b]) =>
+    tag === "skip"
+      ? h("tr", { class: "gx-row-skip" }, h("td", { attrs: { colspan: "5" } }, `⋯ ${a}`))
+      : h(
+          "tr",
+          { class: `gx-row-${tag}` },
+          h("td", { class: "gx-num" }, an ?? ""),
+          h("td", { class: "gx-code gx-left" }, a),
+          h("td", { class: "gx-mark" }, MARK[tag] ?? ""),
+          h("td", { class: "gx-num" }, bn ?? ""),
+          h("td", { class: "gx-code gx-right" }, b),
+        ),
+  );
+  const cols = h(
+    "colgroup",
+    {},
+    ...["gx-col-num", "gx-col-code", "gx-col-mark", "gx-col-num", "gx-col-code"].map((c) => h("col", { class: c })),
+  );
+  return h("div", { class: "gx-scroll" }, h("table", { class: "gx-irdiff" }, cols, h("tbody", {}, ...body)));
+}
+
+export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: number) => void): HTMLElement {
+  if (!rows.length) return h("p", { class: "gx-empty" }, "no rewrites fired in this stage");
+  const ids = (xs: number[]) => (xs.length ? xs.map((i) => `%${i}`).join(", ") : "∅");
+  const items = rows.map((r, k) =>
+    h(
+      "tr",
+      { class: `gx-rewrite${k === selected ? " gx-selected" : ""}`, title: "click to highlight its nodes", on: { click: () => onPick(k === selected ? -1 : k) } },
+      h("td", { class: "gx-rule" }, r.rule),
+      h("td", { class: "gx-nodes" }, `${ids(r.before)} → ${ids(r.after)}`),
+      h("td", { class: "gx-where" }, r.source || "—"),
+      h("td", { class: "gx-code" }, r.line_text),
+    ),
+  );
+  const head = h("tr", {}, h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", {}, "line"));
+  return h("div", { class: "gx-scroll" }, h("table", { class: "gx-rewrites" }, h("thead", {}, head), h("tbody", {}, ...items)));
+}
+
+export function costPanel(cost: CostView | null): HTMLElement {
+  if (!cost || cost.flops === undefined) return h("p", { class: "gx-empty" }, "no cost");
+  const prev = cost.prev;
+  const metric = (name: string, key: "flops" | "bytes" | "peak_bytes", fmt: (n: number) => string) => {
+    const d = delta(cost[key], prev ? prev[key] : null);
+    const cls = d.sign > 0 ? "gx-worse" : d.sign < 0 ? "gx-better" : "";
+    return h(
+      "tr",
+      {},
+      h("td", {}, name),
+      h("td", { class: "gx-numcell" }, fmt(cost[key])),
+      h("td", { class: "gx-numcell" }, prev ? fmt(prev[key]) : "—"),
+      h("td", { class: `gx-numcell ${cls}` }, d.text || "—"),
+    );
+  };
+  const table = h(
+    "table",
+    { class: "gx-cost" },
+    h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "this stage"), h("th", {}, "previous"), h("th", {}, "Δ"))),
+    h(
+      "tbody",
+      {},
+      metric("FLOPs", "flops", formatCount),
+      metric("bytes moved", "bytes", formatBytes),
+      metric("planned peak", "peak_bytes", formatBytes),
+    ),
+  );
+  const caption = `live temporary bytes over the schedule (${cost.timeline.length} steps)` +
+    (cost.peak_node !== null ? `, peak at %${cost.peak_node}` : "") +
+    (cost.memory_limit ? `; the line is the memory limit, ${formatBytes(cost.memory_limit)}` : "");
+  return h("div", { class: "gx-costpanel" }, table, h("figure", { class: "gx-figure" }, timelinePlot(cost.timeline, cost.memory_limit), h("figcaption", {}, caption)));
+}
+
+export function kernelsPanel(kernels: KernelRow[]): HTMLElement {
+  if (!kernels.length) {
+    return h(
+      "div",
+      { class: "gx-empty" },
+      h("p", {}, "no kernels in this stage"),
+      h("p", { class: "gx-hint" }, "kernels appear here after the stage runs on a backend that generates them (CPU, GPU)"),
+    );
+  }
+  return h(
+    "div",
+    { class: "gx-kernels" },
+    ...kernels.map((k, i) =>
+      h(
+        "details",
+        { class: "gx-kernel", attrs: i < 3 ? { open: "" } : {} },
+        h("summary", {}, `${k.backend} · ${k.name}${k.seconds ? ` · ${formatSeconds(k.seconds)}` : ""}`),
+        h("pre", { class: "gx-source" }, k.source),
+      ),
+    ),
+  );
+}
+
+export interface RunControls {
+  backends: string[];
+  interactive: boolean;
+  state: RunState;
+  rows: RunRow[];
+  stageName: string;
+  onRun: (backends: string[]) => void;
+}
+
+export function runPanel(c: RunControls): HTMLElement {
+  const boxes = c.backends.map((b) => {
+    const input = h("input", { attrs: { type: "checkbox", value: b, checked: "" } }) as HTMLInputElement;
+    return { b, input, label: h("label", { class: "gx-backend" }, input, ` ${b}`) };
+  });
+  const button = h(
+    "button",
+    {
+      class: "gx-run",
+      on: { click: () => c.onRun(boxes.filter((x) => x.input.checked).map((x) => x.b)) },
+    },
+    `run ${c.stageName}`,
+  ) as HTMLButtonElement;
+  button.disabled = !c.interactive || c.state.running || c.backends.length === 0;
+  const controls = c.interactive
+    ? h("div", { class: "gx-runbar" }, ...boxes.map((x) => x.label), button)
+    : h("p", { class: "gx-hint" }, "exported page: running a stage needs a Jupyter kernel");
+  const progress = c.state.total
+    ? h(
+        "div",
+        { class: "gx-progress" },
+        h("progress", { attrs: { max: String(c.state.total), value: String(c.state.done) } }),
+        ` ${c.state.message}`,
+      )
+    : null;
+  return h("div", { class: "gx-runpanel" }, controls, progress, runBars(c.rows));
+}
+
+export function runBars(rows: RunRow[]): HTMLElement {
+  if (!rows.length) return h("p", { class: "gx-empty" }, "no runs yet");
+  const time = barFractions(rows.map((r) => r.seconds));
+  const mem = barFractions(rows.map((r) => r.peak_bytes));
+  const bar = (f: number, cls: string, text: string) =>
+    h("div", { class: "gx-barcell" }, h("div", { class: `gx-bar ${cls}`, attrs: { style: `width:${(100 * f).toFixed(1)}%` } }), h("span", {}, text));
+  const body = rows.map((r, k) =>
+    h(
+      "tr",
+      { class: r.error ? "gx-run-error" : r.ok === false ? "gx-run-bad" : "" },
+      h("td", {}, r.label),
+      h("td", {}, r.error ? "—" : bar(time[k], "gx-bar-time", r.seconds === null ? "" : formatSeconds(r.seconds))),
+      h("td", {}, r.error ? "—" : bar(mem[k], "gx-bar-mem", r.peak_bytes === null ? "" : formatBytes(r.peak_bytes))),
+      h("td", { class: "gx-check" }, r.error || (r.ok ? `✓ ${r.check}` : `✗ ${r.check}`)),
+    ),
+  );
+  const head = h("tr", {}, h("th", {}, "run"), h("th", {}, "time"), h("th", {}, "peak memory"), h("th", {}, "numeric check"));
+  return h("table", { class: "gx-runs" }, h("thead", {}, head), h("tbody", {}, ...body));
+}

@@ -1,0 +1,161 @@
+import "./setup-dom";
+import { beforeEach, describe, it } from "node:test";
+import { expect } from "./expect";
+import { sanitizeSvg } from "../src/sanitize";
+import { StaticModel } from "../src/static-model";
+import { renderWidget } from "../src/widget";
+import { fixture } from "./fixture";
+
+const flush = () => new Promise((r) => setTimeout(r, 0));
+
+describe("sanitizeSvg", () => {
+  it("drops scripts, handlers and javascript: links", () => {
+    const svg = sanitizeSvg(
+      `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" onload="alert(1)">` +
+        `<script>alert(2)</script><g onclick="alert(3)"><a xlink:href="javascript:alert(4)" href=" JavaScript:x"><text>&lt;script&gt;</text></a></g>` +
+        `<foreignObject><div>x</div></foreignObject></svg>`,
+    )!;
+    expect(svg).not.toBeNull();
+    const html = svg.outerHTML;
+    expect(html).not.toMatch(/onload|onclick|<script|javascript|foreignObject/i);
+    expect(svg.querySelector("text")!.textContent).toBe("<script>");
+  });
+  it("refuses what is not an svg", () => {
+    expect(sanitizeSvg("")).toBeNull();
+    expect(sanitizeSvg("<html><body/></html>")).toBeNull();
+  });
+});
+
+describe("StaticModel", () => {
+  it("reads per-stage keys from the current stage and reports changes", () => {
+    const m = new StaticModel(fixture());
+    const seen: string[] = [];
+    for (const k of ["index", "rewrites", "after_svg"]) m.on(`change:${k}`, () => seen.push(k));
+    expect(m.get("rewrites")).toEqual([]);
+    expect(m.get("interactive")).toBe(false);
+    m.set("index", 1);
+    expect(seen).toEqual([]); // only on save_changes
+    m.save_changes();
+    expect(seen.sort()).toEqual(["after_svg", "index", "rewrites"]);
+    expect(m.get("rewrites")[0].rule).toBe("mul-by-two");
+    m.set("index", 42);
+    expect(m.get("index")).toBe(3);
+  });
+});
+
+describe("the widget", () => {
+  let el: HTMLElement;
+  let model: StaticModel;
+  beforeEach(async () => {
+    document.body.innerHTML = "";
+    el = document.createElement("div");
+    document.body.appendChild(el);
+    model = new StaticModel(fixture());
+    renderWidget(model, el);
+    await flush();
+  });
+  const key = (k: string) => el.querySelector(".gx-root")!.dispatchEvent(new KeyboardEvent("keydown", { key: k, bubbles: true }));
+  const current = () => el.querySelector(".gx-chip.gx-current")!.textContent;
+
+  it("shows the title as text and a chip per stage", () => {
+    expect(el.querySelector(".gx-title")!.textContent).toBe("gambit-explorer · f<&>");
+    expect(el.querySelectorAll(".gx-chip").length).toBe(4);
+    expect(el.querySelectorAll(".gx-chip.gx-unchanged").length).toBe(1);
+    expect(current()).toBe("0 traced");
+  });
+
+  it("steps with the arrow keys and the buttons", async () => {
+    key("ArrowRight");
+    await flush();
+    expect(model.get("index")).toBe(1);
+    expect(current()).toBe("1 simplify");
+    expect(el.querySelector(".gx-pane-before svg")).not.toBeNull();
+    key("ArrowRight");
+    key("ArrowRight");
+    await flush();
+    expect(current()).toBe("3 dce");
+    expect(el.querySelectorAll(".gx-pane-after g.node").length).toBe(2);
+    (el.querySelector(".gx-prev") as HTMLButtonElement).click();
+    await flush();
+    expect(current()).toBe("2 cse");
+    key("ArrowLeft");
+    key("ArrowLeft");
+    key("ArrowLeft");
+    await flush();
+    expect(current()).toBe("0 traced");
+  });
+
+  it("hides unchanged stages and skips them", async () => {
+    (el.querySelector(".gx-hide input") as HTMLInputElement).click();
+    await flush();
+    expect(el.querySelectorAll(".gx-chip.gx-hidden").length).toBe(1);
+    key("ArrowRight");
+    key("ArrowRight");
+    await flush();
+    expect(current()).toBe("3 dce");
+  });
+
+  it("highlights search hits and a clicked rewrite's nodes", async () => {
+    model.set("index", 1);
+    model.save_changes();
+    await flush();
+    const search = el.querySelector(".gx-search") as HTMLInputElement;
+    search.value = "add";
+    search.dispatchEvent(new Event("input"));
+    await flush();
+    expect(model.get("search")).toBe("add");
+    expect(el.querySelectorAll(".gx-pane-after .gx-hl").length).toBe(2);
+    expect(el.querySelectorAll(".gx-pane-before .gx-hl").length).toBe(1);
+    search.value = "";
+    search.dispatchEvent(new Event("input"));
+    await flush();
+    expect(el.querySelectorAll(".gx-hl").length).toBe(0);
+    (el.querySelector('[data-tab="rewrites"]') as HTMLButtonElement).click();
+    await flush();
+    const row = el.querySelector(".gx-rewrite") as HTMLElement;
+    expect(row.textContent).toContain("</script><b>hi</b>"); // as text
+    expect(el.querySelector(".gx-tabbody b")).toBeNull();
+    row.click();
+    await flush();
+    expect(model.get("selected_rewrite")).toBe(0);
+    expect(Array.from(el.querySelectorAll(".gx-hl")).map((g) => g.getAttribute("class"))).toEqual([
+      "node gx_n1 gx-hl",
+      "node gx_n1 gx-hl",
+    ]);
+  });
+
+  it("shows the IR diff, cost, kernels and run tabs", async () => {
+    expect(el.querySelectorAll(".gx-irdiff.gx-single tr").length).toBe(3); // stage 0: one column
+    model.set("index", 1);
+    model.save_changes();
+    await flush();
+    expect(el.querySelectorAll(".gx-irdiff tr").length).toBe(3);
+    expect(el.querySelector(".gx-row-replace .gx-right")!.textContent).toBe("  %1 = add(%0, %0)");
+    model.set("tab", "cost");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-cost")!.textContent).toContain("−2 (−16.7%)");
+    expect(el.querySelector(".gx-timeline path")).not.toBeNull();
+    model.set("tab", "kernels");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-tabbody")!.textContent).toContain("no kernels in this stage");
+    model.set("tab", "run");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-tabbody")!.textContent).toContain("needs a Jupyter kernel");
+  });
+
+  it("draws run rows as bars", async () => {
+    model.set("run_rows", [
+      { label: "dce · reference", stage: 3, backend: "reference", seconds: 0.002, peak_bytes: 96, check: "matches", ok: true, error: "" },
+      { label: "dce · numpy", stage: 3, backend: "numpy", seconds: 0.001, peak_bytes: 48, check: "differs", ok: false, error: "" },
+    ]);
+    model.set("tab", "run");
+    model.save_changes();
+    await flush();
+    const bars = Array.from(el.querySelectorAll(".gx-bar-time")) as HTMLElement[];
+    expect(bars.map((b) => b.style.width)).toEqual(["100.0%", "50.0%"]);
+    expect(el.querySelector(".gx-run-bad")!.textContent).toContain("✗ differs");
+  });
+});

@@ -1,0 +1,88 @@
+"""The GPU backend. The generated CUDA is checked as text everywhere; running it needs CuPy
+and a GPU, and those tests skip with the reason when either is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import explorer as gx
+from explorer.backends import gpu  # importing must work without CuPy
+from explorer.backends.dispatch import gpu_unavailable_reason
+from explorer.backends.gpu_codegen import generate
+from explorer.backends.kernel_plan import plan_kernel
+from tests.backends.conftest import PROGRAMS, explore, kernels_of
+from tests.passes.semantic import assert_outputs_close
+
+REASON = gpu_unavailable_reason()
+needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"GPU backend unavailable: {REASON}")
+
+
+def _code(name: str):  # noqa: ANN202
+    t, _ = explore(name)
+    return [generate(plan_kernel(k.attrs["body"]), k.attrs["body"].name) for k in kernels_of(t.final.graph)]
+
+
+def test_backend_listed_only_with_a_gpu() -> None:
+    assert ("gpu" in gx.trace.BACKENDS) == (REASON is None)
+    assert gpu.GpuExecutable is not None
+
+
+def test_seed004_is_one_reduction_kernel_with_its_division_as_post_map() -> None:
+    (code,) = _code("seed004-mean")
+    assert code.kind == "reduction" and code.axes == (0, 1) and code.then is None
+    assert code.in_params == "float32 a0, float32 a1" and code.out_params == "float32 out0"
+    assert code.reduce_expr == "a + b" and code.identity == "0"
+    assert code.map_expr == "fused_8_map(a0, a1)" or code.map_expr.endswith("_map(a0, a1)")
+    assert "__device__ float" in code.preamble and "(a0 * a0)" in code.preamble
+    assert code.post_map_expr.startswith("out0 = ") and "_post(a)" in code.post_map_expr
+    assert "/" in code.preamble.split("_post")[1]  # the mean's division is in the post-map
+
+
+def test_epilogue_reading_an_input_is_a_second_elementwise_kernel() -> None:
+    t = gx.explore(lambda x, b: x.sum(1) / b, np.ones((8, 4), np.float32), np.ones(8, np.float32),
+                   pipeline=["fuse"])
+    (k,) = kernels_of(t.final.graph)
+    code = generate(plan_kernel(k.attrs["body"]), "k")
+    assert code.then is not None and code.then.kind == "elementwise"
+    assert code.then.in_params.startswith("float32 r, float32 a0")
+    assert "out0 = " in code.then.operation
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_generated_source_is_balanced_and_names_every_argument(name: str) -> None:
+    for code in _code(name):
+        text = code.source
+        assert text.count("(") == text.count(")") and text.count("{") == text.count("}")
+        for k in range(len(code.accesses)):
+            assert f"a{k}" in code.in_params
+        body = code.operation or code.preamble
+        assert all(line.rstrip().endswith((";", "{", "}")) for line in body.splitlines() if line.strip())
+
+
+def test_max_reduction_identity_and_nan_propagation() -> None:
+    (code,) = _code("column-max")
+    assert code.identity == "-_inf()" and code.reduce_expr == "_max(a, b)"
+    assert "a != a" in code.preamble  # NaN wins, as np.max
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_programs_match_the_reference_on_gpu(name: str) -> None:
+    t, _ = explore(name)
+    want = t.run(backend="reference", stage=0).value
+    got = t.run(backend="gpu")
+    assert_outputs_close([want], [got.value], name)
+    assert len(got.kernels) == len(kernels_of(t.final.graph))
+
+
+@needs_gpu
+def test_memory_limit_is_the_pool_limit() -> None:
+    import jax.numpy as jnp
+
+    x = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+    t = gx.explore(lambda x: (jnp.exp(x) * 2.0).sum(1), x, memory_limit="256KiB",
+                   pipeline=[*gx.passes.DEFAULT_PIPELINE, "fuse"])
+    got = t.run(backend="gpu")
+    np.testing.assert_allclose(got.value, (np.exp(x) * 2).sum(1), rtol=1e-4)
+    assert got.peak_bytes <= 256 * 1024

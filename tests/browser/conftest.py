@@ -1,0 +1,114 @@
+"""Real-browser fixtures: Debian's chromium driven by Playwright, and a JupyterLab server on
+localhost with its own throwaway config, settings and runtime folders.
+
+scripts/ensure-ui-deps.sh installs chromium; without it (or Playwright) these tests skip
+with a message saying so. Screenshots go to test-artifacts/browser/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from browserkit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HERE, ROOT  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing: run scripts/ensure-ui-deps.sh")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.errors = errors  # type: ignore[attr-defined]
+    yield pg
+    context.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Lab:
+    def __init__(self, url: str, token: str, root: Path) -> None:
+        self.url, self.token, self.root = url, token, root
+
+    def notebook_url(self, name: str) -> str:
+        return f"{self.url}/lab/tree/{name}?token={self.token}&reset"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "notebooks"
+    root.mkdir()
+    shutil.copy(HERE / "gambit_demo.ipynb", root / "gambit_demo.ipynb")
+    settings = base / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port, token = _free_port(), secrets.token_hex(16)
+    venv_bin = str(Path(sys.executable).parent)
+    env = {**os.environ,
+           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),  # the kernel's python
+           "JUPYTER_CONFIG_DIR": str(base / "config"),
+           "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+           "JUPYTER_DATA_DIR": str(base / "data"),
+           "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+           "JUPYTER_PLATFORM_DIRS": "1", "PYTHONPATH": str(ROOT)}
+    log = open(base / "lab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--ServerApp.open_browser=False"] + (["--allow-root"] if os.geteuid() == 0 else []),
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    raise RuntimeError("JupyterLab did not start:\n"
+                                       + (base / "lab.log").read_text()[-3000:]) from None
+                time.sleep(0.5)
+        yield Lab(url, token, root)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(base / "lab.log", ARTIFACTS / "lab.log")

@@ -1,0 +1,171 @@
+"""JupyterLab in a real browser: run a %%gambit cell, step through the passes with the arrow
+keys, and check that the graphs and the highlighted changes follow the stage.
+
+The expected stages come from tracing the notebook's own cell in this process, so the test
+follows the pipeline as passes are added. Screenshots: test-artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from browserkit import HERE, shot
+
+import explorer as gx
+from explorer.view.payload import stage_view
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "gambit_demo.ipynb"
+
+
+def expected_trace() -> gx.Trace:
+    """Run the demo notebook's cells here: the setup, then gx.explore on the magic's call."""
+    cells = [c for c in json.loads((HERE / NOTEBOOK).read_text())["cells"]
+             if c["cell_type"] == "code"]
+    setup = "".join(cells[0]["source"]).replace("%load_ext explorer", "")
+    magic, *body, call = "".join(cells[1]["source"]).splitlines()
+    assert magic.startswith("%%gambit")
+    ns: dict = {}
+    exec(setup + "\n" + "\n".join(body), ns)
+    fn_name, args = re.fullmatch(r"(\w+)\((.*)\)", call.strip()).groups()
+    return gx.explore(ns[fn_name], *[ns[a.strip()] for a in args.split(",")])
+
+
+def svg_nodes(svg: str) -> int:
+    return len(re.findall(r'<g class="node ', svg))
+
+
+def current(root) -> int:  # type: ignore[no-untyped-def]
+    return int(root.locator(".gx-chip.gx-current").get_attribute("data-index"))
+
+
+def wait_for_stage(page, k: int) -> None:  # type: ignore[no-untyped-def]
+    page.wait_for_function(
+        "k => document.querySelector('.gx-root .gx-chip.gx-current')?.dataset.index == String(k)",
+        arg=k, timeout=20_000)
+    page.wait_for_timeout(150)  # the svg swap follows in the same frame; let it paint
+
+
+def check_stage(page, root, trace: gx.Trace, k: int) -> None:  # type: ignore[no-untyped-def]
+    view = stage_view(trace, k)
+    counts = view["diff_counts"]
+    legend = root.locator(".gx-legend").inner_text()
+    for status in ("added", "removed", "changed"):
+        assert f"{status} {counts[status]}" in legend, (k, legend)
+    after = root.locator(".gx-pane-after g.node")
+    assert after.count() == svg_nodes(view["after_svg"]), k
+    marked_after = root.locator(".gx-pane-after g.gx_added, .gx-pane-after g.gx_changed").count()
+    marked_before = root.locator(".gx-pane-before g.gx_removed, .gx-pane-before g.gx_changed")
+    assert (marked_after > 0) == (counts["added"] + counts["changed"] > 0), k
+    assert (marked_before.count() > 0) == (counts["removed"] + counts["changed"] > 0), k
+    if k == 0:
+        assert root.locator(".gx-pane-before svg").count() == 0
+    else:
+        assert root.locator(".gx-pane-before g.node").count() == svg_nodes(view["before_svg"])
+    assert f"stage {k}/" in root.locator(".gx-heading").inner_text()
+
+
+def test_gambit_cell_steps_with_the_keys(lab, page) -> None:  # type: ignore[no-untyped-def]
+    trace = expected_trace()
+    n = len(trace.stages)
+    assert n >= 3, "the demo needs a pipeline with stages to step through"
+    page.goto(lab.notebook_url(NOTEBOOK))
+    page.locator(".jp-CodeCell .cm-content").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)  # let the kernel session attach
+    page.locator(".jp-CodeCell .cm-content").first.click()
+    for _ in range(3):  # setup, %%gambit, export
+        page.keyboard.press("Shift+Enter")
+    root = page.locator(".gx-root").first
+    root.wait_for(timeout=120_000)
+    page.locator(".jp-OutputArea-output", has_text="dtype=float32").first.wait_for(timeout=60_000)
+    root.scroll_into_view_if_needed()
+    assert root.locator(".gx-chip").count() == n
+    check_stage(page, root, trace, 0)
+    shot(page, "01-traced")
+
+    root.locator(".gx-heading").click()  # focus the widget, not a cell
+    for k in range(1, n):
+        page.keyboard.press("ArrowRight")
+        wait_for_stage(page, k)
+        check_stage(page, root, trace, k)
+        if k in (1, n - 1) or sum(stage_view(trace, k)["diff_counts"].values()) > 2:
+            shot(page, f"02-step-{k:02d}-{trace.stages[k].name}")
+    page.keyboard.press("ArrowRight")  # at the end: stays
+    page.wait_for_timeout(300)
+    assert current(root) == n - 1
+    for k in range(n - 2, -1, -1):
+        page.keyboard.press("ArrowLeft")
+        wait_for_stage(page, k)
+        check_stage(page, root, trace, k)
+    shot(page, "03-back-to-traced")
+
+    # hide the stages that changed nothing: the keys skip them
+    changed = [k for k, s in enumerate(trace.stages) if k == 0 or s.report.changed]
+    root.locator(".gx-hide input").check()
+    root.locator(".gx-heading").click()
+    page.keyboard.press("ArrowRight")
+    wait_for_stage(page, changed[1])
+    assert root.locator(".gx-chip.gx-hidden").count() == n - len(changed)
+    shot(page, "04-unchanged-hidden")
+
+    # a rewrite, clicked, highlights its nodes
+    root.locator('[data-tab="rewrites"]').click()
+    root.locator(".gx-rewrite").first.click()
+    page.wait_for_timeout(200)
+    assert root.locator(".gx-canvas .gx-hl").count() > 0
+    shot(page, "05-rewrite-highlighted")
+
+    # search by op
+    root.locator(".gx-search").fill("dot_general")
+    page.wait_for_timeout(200)
+    assert "after" in root.locator(".gx-hits").inner_text()
+    root.locator(".gx-search").fill("")
+
+    # run the stage from the run tab: progress, then a second row
+    root.locator('[data-tab="run"]').click()
+    assert root.locator(".gx-runs tbody tr").count() == 1  # the magic ran the final stage
+    root.locator(".gx-run").click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('.gx-root .gx-runs tbody tr').length >= 2",
+        timeout=60_000)
+    assert "✓" in root.locator(".gx-runs tbody tr").nth(1).inner_text()
+    shot(page, "06-run")
+
+    assert page.evaluate("() => window.pwned") is None  # the hostile comment stayed text
+    assert not [e for e in page.errors if "gx" in e or "gambit" in e], page.errors
+
+    exported = Path(lab.root) / "exported.html"
+    assert exported.exists(), "the notebook's export cell did not write its page"
+
+
+def test_exported_page_works_offline(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(HERE.parent / "view"))
+    import viewdata  # the view tests' program: a hostile comment and function name
+
+    trace = viewdata.toy_trace()
+    path = tmp_path / "offline.html"
+    trace.to_html(path)
+    requests: list[str] = []
+    page.route("**/*", lambda route: (requests.append(route.request.url),
+                                      route.continue_() if route.request.url.startswith("file:")
+                                      else route.abort()))
+    page.goto(path.as_uri())
+    root = page.locator(".gx-root")
+    root.wait_for(timeout=10_000)
+    assert root.locator(".gx-title").inner_text() == "gambit-explorer · prog<&>"
+    root.locator(".gx-heading").click()
+    for k in range(1, len(trace.stages)):
+        page.keyboard.press("ArrowRight")
+        wait_for_stage(page, k)
+        check_stage(page, root, trace, k)
+    root.locator('[data-tab="rewrites"]').click()
+    assert "window.pwned" in root.locator(".gx-tabbody").inner_text()
+    shot(page, "07-exported-offline")
+    assert page.evaluate("() => window.pwned") is None
+    assert all(u.startswith("file:") for u in requests), requests
+    assert not page.errors, page.errors

@@ -1,0 +1,89 @@
+"""fuse: the seeds' kernels, no fusion across dot_general, fusion inside split loops, and
+before-vs-after semantics on hand-written and random programs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import explorer as gx
+from explorer.frontend.jax import trace
+from explorer.ir import Graph, parse, verify
+from explorer.passes.fuse import Fuse
+from tests.passes.semantic import check_semantics
+from tests.programs import programs
+
+
+def _graph(fn: Callable[..., Any], *shapes: tuple[int, ...]) -> Graph:
+    return trace(fn, *(np.zeros(s, np.float32) for s in shapes)).graph
+
+
+def _compute_ops(g: Graph) -> list[str]:
+    return [n.op for n in g.nodes if n.op not in ("parameter", "constant")]
+
+
+def test_registered_under_its_own_name() -> None:
+    assert Fuse().name == "fuse" and "fuse" in gx.passes.names()
+    assert isinstance(gx.passes.get("fuse"), Fuse)
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (lambda x, y, z: jnp.sum(x + y * z), [(16, 8)] * 3),  # seed 001
+    (lambda x, y: jnp.mean(x ** 2 * 3 + y), [(16, 8)] * 2),  # seed 004
+])
+def test_seed_examples_become_one_kernel(fn: Callable[..., Any], shapes: list) -> None:
+    after, report = check_semantics(Fuse(), _graph(fn, *shapes))
+    assert _compute_ops(after) == ["kernel"]
+    (kernel,) = [n for n in after.nodes if n.op == "kernel"]
+    assert kernel.attrs["kind"] == "input"
+    assert [r.rule for r in report.rewrites] == ["fuse-reduction"]
+
+
+def test_never_fuses_across_dot_general() -> None:
+    g = _graph(lambda a, b, c: jnp.tanh((a * 2.0) @ b + 1.0) @ c, (8, 6), (6, 5), (5, 3))
+    after, _ = check_semantics(Fuse(), g)
+    for n in after.nodes:
+        if n.op == "kernel":
+            assert "dot_general" not in n.attrs["body"].ops()
+    assert after.ops()["dot_general"] == 2
+
+
+@pytest.mark.parametrize("fn,shapes,kernels", [
+    (lambda x: x - x.mean(1, keepdims=True), [(6, 5)], 1),
+    (lambda x, b: jnp.exp(x + b[None, :]).max(0), [(6, 5), (5,)], 1),
+    (lambda x: (jnp.sin(x) * 2.0).sum(1) + 1.0, [(4, 3, 5)], 1),
+    (lambda x: jnp.where(x > 0, x, 0.1 * x).astype(jnp.int32) // 2, [(7, 3)], 1),
+    (lambda x: (jnp.exp(x) * 2.0, jnp.exp(x).sum()), [(4, 4)], 2),  # exp traced twice
+    (lambda x: (lambda t: (t * 2.0, t.sum()))(jnp.exp(x)), [(4, 4)], 0),  # shared: not duplicated
+    (lambda x: jnp.abs(x), [(4, 4)], 0),  # a single op is left alone
+])
+def test_semantics_and_kernel_count(fn: Callable[..., Any], shapes: list, kernels: int) -> None:
+    after, report = check_semantics(Fuse(), _graph(fn, *shapes))
+    assert after.ops().get("kernel", 0) == kernels == len(report.rewrites)
+    assert report.changed == bool(kernels)
+    assert parse(str(after)) == after
+    assert all(r.source for r in report.rewrites)
+
+
+def test_fuses_inside_split_loops() -> None:
+    x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    t = gx.explore(lambda x: jnp.tanh(x * 2.0).sum(0), x,
+                   pipeline=[*gx.passes.DEFAULT_PIPELINE, "fuse"], memory_limit="64KiB")
+    (loop,) = [n for n in t.final.graph.nodes if n.op == "loop"]
+    assert _compute_ops(loop.attrs["body"]) == ["kernel"]
+    verify(t.final.graph)
+    np.testing.assert_allclose(t.run().value, np.tanh(x * 2).sum(0), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graph=programs())
+def test_random_programs_keep_their_values(graph: Graph) -> None:
+    after, _ = check_semantics(Fuse(), graph)
+    assert parse(str(after)) == after
+    again, report = Fuse()(after)  # kernels are not fused again
+    assert not report.changed and again == after

@@ -1,0 +1,165 @@
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+from viewdata import HOSTILE
+
+from explorer.ir.builder import GraphBuilder
+from explorer.ir.graph import Source, TensorType
+from explorer.view.collapse import count_nodes, plan_layout
+from explorer.view.render import node_label, render, render_diff
+from explorer.view.search import match_nodes, matches, node_words
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def classes(svg: str) -> list[set[str]]:
+    root = ET.fromstring(svg)
+    return [set(g.get("class", "").split()) for g in root.iter(f"{SVG}g")]
+
+
+def with_class(svg: str, cls: str) -> list[set[str]]:
+    return [c for c in classes(svg) if cls in c]
+
+
+def test_nodes_show_op_shape_dtype_and_size(toy_trace):
+    g = toy_trace.stages[0].graph
+    mul = next(n for n in g.nodes if n.op == "mul")
+    assert node_label(mul) == "mul\nf32[3,4]\n48 B"
+    svg = render(g).svg
+    assert ">mul<" in svg and ">f32[3,4]<" in svg and ">48 B<" in svg
+    assert ">dot_general<" in svg and ">f32[3,5]<" in svg
+    x = g.param_nodes[0]
+    assert node_label(x).startswith("x\nf32[3,4]")
+
+
+def test_every_node_has_an_element_key(toy_trace):
+    g = toy_trace.stages[0].graph
+    r = render(g)
+    assert set(r.element_of) == {n.id for n in g.nodes}
+    for n in g.nodes:
+        assert with_class(r.svg, f"gx_n{n.id}"), n
+
+
+def test_tooltips_carry_the_source_line(toy_trace):
+    g = toy_trace.stages[0].graph
+    mul = next(n for n in g.nodes if n.op == "mul")
+    svg = render(g).svg
+    root = ET.fromstring(svg)
+    titles = [a.get("{http://www.w3.org/1999/xlink}title") for a in root.iter(f"{SVG}a")]
+    tip = next(t for t in titles if t and t.startswith(f"%{mul.id} = mul"))
+    assert f"{mul.source.file}:{mul.source.line} in program" in tip
+    # the hostile comment is in the line text, and arrives as text, escaped
+    assert "a = x * 2.0" in tip and HOSTILE in tip
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+
+
+def test_regions_render_as_clusters(toy_trace):
+    fused = toy_trace.stage("fuse-elementwise").graph
+    kernel = next(n for n in fused.nodes if n.op == "kernel")
+    svg = render(fused).svg
+    cluster = [c for c in classes(svg) if "cluster" in c]
+    assert cluster and f"gx_n{kernel.id}" in cluster[0]
+    body = kernel.attrs["body"]
+    for m in body.nodes:  # body nodes are drawn inside, keyed under the kernel
+        assert with_class(svg, f"gx_n{kernel.id}_n{m.id}")
+    assert f">%{kernel.id} kernel (loop)<" in svg
+
+
+def test_diff_colours_added_removed_changed(toy_trace):
+    before, after = toy_trace.stages[0].graph, toy_trace.stages[1].graph
+    changed = next(n.id for n in after.nodes if n.op == "add" and n.inputs[0] == n.inputs[1])
+    ra = render(after, other=before, side="after")
+    rb = render(before, other=after, side="before")
+    assert with_class(ra.svg, "gx_changed") == [c for c in classes(ra.svg) if f"gx_n{changed}" in c]
+    assert with_class(rb.svg, "gx_changed")
+    dv = render_diff(toy_trace.stages[3].graph, toy_trace.stages[4].graph)
+    assert dv.diff.removed and with_class(dv.before.svg, "gx_removed")
+    assert not with_class(dv.after.svg, "gx_removed")
+    fuse = render_diff(toy_trace.stages[2].graph, toy_trace.stages[3].graph)
+    assert with_class(fuse.after.svg, "gx_added")  # the new kernel and its body
+    html = fuse._repr_html_()
+    for word in ("added", "removed", "changed"):
+        assert word in html  # the legend
+
+
+def test_highlight_by_op_name_or_ids(toy_trace):
+    g = toy_trace.stages[0].graph
+    r = render(g, highlight="mul")
+    hits = with_class(r.svg, "gx_hit")
+    assert len(hits) == sum(n.op == "mul" for n in g.nodes) == 2
+    r = render(g, highlight="x")  # parameter name
+    assert len(with_class(r.svg, "gx_hit")) >= 1
+    r = render(g, highlight=[g.outputs[0]])
+    assert with_class(r.svg, "gx_hit") == with_class(r.svg, f"gx_n{g.outputs[0]}")
+    fused = toy_trace.stage("fuse-elementwise").graph
+    inside = render(fused, highlight="mul")  # search reaches into region bodies
+    assert any(any("_n" in c for c in cl) for cl in with_class(inside.svg, "gx_hit"))
+
+
+def test_search_rule():
+    assert matches("%5 mul x in[3]:4 f", "mul")
+    assert matches("%5 mul x in[3]:4 f", "MUL %5")
+    assert not matches("%50 mul", "%5")
+    assert matches("%50 mul", "%50")
+    assert not matches("%5 mul", "add")
+    assert not matches("%5 mul", "   ")
+    assert matches("%5 reduce_sum", "sum")
+
+
+def test_search_words_and_match_nodes(toy_trace):
+    g = toy_trace.stages[0].graph
+    x = g.param_nodes[0]
+    assert node_words(x).split()[:3] == [f"%{x.id}", "parameter", "x"]
+    assert match_nodes(g, "dot") == {n.id for n in g.nodes if n.op == "dot_general"}
+    assert match_nodes(g, None) == set()
+    assert match_nodes(g, [1, 2]) == {1, 2}
+
+
+def chain_graph(n: int, lines: int | None = None):
+    """A DAG of n elementwise ops; with `lines`, traced from that many source lines."""
+    b = GraphBuilder("big")
+    t = TensorType((8,), "f32")
+    vals = [b.param(t, "x"), b.param(t, "y")]
+    rng = np.random.default_rng(1)
+    for k in range(n):
+        i, j = rng.integers(max(0, len(vals) - 6), len(vals), size=2)
+        src = Source("In[7]", 10 + k % lines, "loop", "acc = acc * w + b") if lines else None
+        vals.append(b.add("add" if k % 2 else "mul", [vals[i], vals[j]], source=src))
+    return b.build([vals[-1]])
+
+
+def test_a_thousand_nodes_render_in_about_a_second():
+    g = chain_graph(1000)
+    start = time.perf_counter()
+    r = render(g)
+    elapsed = time.perf_counter() - start
+    assert r.note == "" and len(r.element_of) == 1002
+    assert elapsed < 3.0, f"1,000 nodes took {elapsed:.2f}s"
+
+
+def test_big_graphs_collapse_repeated_lines():
+    g = chain_graph(3000, lines=5)
+    layout = plan_layout(g, 1200)
+    assert len(layout.items) <= 10  # 5 lines + 2 params + the output
+    assert "repeated source lines" in layout.note
+    r = render(g)
+    assert "3000" not in r.note and len(set(r.element_of.values())) == len(layout.items)
+    assert ">In[7]:10 · " in r.svg
+
+
+def test_big_graphs_without_sources_collapse_into_blocks():
+    g = chain_graph(3000)
+    layout = plan_layout(g, 500)
+    assert len(layout.items) <= 500
+    assert "runs of nodes" in layout.note
+    assert sum(len(it.nodes) for it in layout.items) == len(g)
+
+
+def test_regions_collapse_first(toy_trace):
+    fused = toy_trace.stage("fuse-elementwise").graph
+    assert count_nodes(fused) > len(fused)
+    layout = plan_layout(fused, len(fused))
+    assert not layout.expand_regions and layout.note == "regions collapsed"
+    svg = render(fused, max_nodes=len(fused)).svg
+    assert "cluster" not in svg and " ops<" in svg
