@@ -1,6 +1,6 @@
 """gx.compile: a jit-like callable. The first call for each set of argument shapes and dtypes
-(and pytree structure) explores the function with the default pipeline plus `fuse` (and the
-split pass when a memory limit is given), compiles the final stage for the backend, and
+(and pytree structure) explores the function with the default pipeline, which ends with
+`fuse` (and the split pass when a memory limit is given), compiles the final stage for the backend, and
 caches it; later calls with the same signature only run the executable.
 """
 
@@ -37,7 +37,7 @@ class Compiled:
         self.fn = fn
         self.memory_limit = parse_bytes(memory_limit) if memory_limit is not None else None
         self.backend = backend
-        self.pipeline = list(pipeline) if pipeline is not None else [*DEFAULT_PIPELINE, "fuse"]
+        self.pipeline = list(pipeline) if pipeline is not None else list(DEFAULT_PIPELINE)
         self.traces: dict[Signature, Trace] = {}
         functools.update_wrapper(self, fn)
 

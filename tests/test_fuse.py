@@ -73,7 +73,7 @@ def test_semantics_and_kernel_count(fn: Callable[..., Any], shapes: list, kernel
 def test_fuses_inside_split_loops() -> None:
     x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
     t = gx.explore(lambda x: jnp.tanh(x * 2.0).sum(0), x,
-                   pipeline=[*gx.passes.DEFAULT_PIPELINE, "fuse"], memory_limit="64KiB")
+                   pipeline=list(gx.passes.DEFAULT_PIPELINE), memory_limit="64KiB")
     (loop,) = [n for n in t.final.graph.nodes if n.op == "loop"]
     assert _compute_ops(loop.attrs["body"]) == ["kernel"]
     verify(t.final.graph)

@@ -12,7 +12,7 @@ import explorer as gx
 from explorer.ir import Graph
 from explorer.trace import Trace
 
-FUSED = [*gx.passes.DEFAULT_PIPELINE, "fuse"]
+FUSED = list(gx.passes.DEFAULT_PIPELINE)
 
 # name -> (function, argument shapes): the seeds' examples and a few more shapes of kernel.
 PROGRAMS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {

@@ -85,7 +85,7 @@ def test_parallel_reductions(axes: tuple[int, ...]) -> None:
 
 def test_split_loops_run_chunk_by_chunk() -> None:
     x = np.random.default_rng(3).standard_normal((512, 256)).astype(np.float32)
-    t = gx.explore(lambda x: (jnp.exp(x) * 2.0).sum(1), x, pipeline=[*gx.passes.DEFAULT_PIPELINE, "fuse"],
+    t = gx.explore(lambda x: (jnp.exp(x) * 2.0).sum(1), x, pipeline=list(gx.passes.DEFAULT_PIPELINE),
                    memory_limit="128KiB")
     assert "loop" in t.final.graph.ops()
     got = t.run(backend="cpu")
