@@ -37,15 +37,14 @@ class CSE:
         for n in graph.nodes:
             if any(i in survivor for i in n.inputs):
                 n = replace(n, inputs=tuple(survivor.get(i, i) for i in n.inputs))
+            if n.op != "parameter":
+                first = seen.setdefault(_key(n), n.id)
+                if first != n.id and n.id in read:  # an unread duplicate changes nothing
+                    survivor[n.id] = first  # the duplicate goes; its readers read `first`
+                    log.append(Rewrite("same-value", (n.id,), (first,),
+                                       str(n.source) if n.source else None))
+                    continue
             nodes.append(n)
-            if n.op == "parameter":
-                continue
-            key = _key(n)
-            first = seen.setdefault(key, n.id)
-            if first != n.id and n.id in read:  # an unread duplicate changes nothing
-                survivor[n.id] = first
-                log.append(Rewrite("same-value", (n.id,), (first,),
-                                   str(n.source) if n.source else None))
         if not log:
             return graph, PassReport(changed=False)
         outputs = tuple(survivor.get(o, o) for o in graph.outputs)

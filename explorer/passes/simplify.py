@@ -174,5 +174,5 @@ class Simplify:
     fold_limit: int = 64  # fold constants of at most this many elements
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = rewrite(graph, rules(self.fold_limit))
+        out, log = rewrite(graph, rules(self.fold_limit), prune=True)
         return out, PassReport(changed=out is not graph, rewrites=tuple(log))
