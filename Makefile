@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Jupyter refuses to run as root unless told; containers often are root.
 LAB_ARGS ?= $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
-NBVAL = true
+NBVAL = $(PY) -m pytest --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval-sanitize.cfg -p no:xdist
 
 .PHONY: lab test fuzz bench lint system-deps clean
 

@@ -103,6 +103,25 @@ def _stages(trace: Trace, stages: Sequence[int | str] | None) -> list[Any]:
     return chosen if chosen[-1] is trace.final else [*chosen, trace.final]
 
 
+def expected(trace: Trace, flat: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The values every row is checked against: the traced program on the reference."""
+    traced = trace.stages[0].graph
+    return reference.evaluate(traced, reference.check_args(traced, flat))
+
+
+def measure_baseline(trace: Trace, name: str, args: tuple[Any, ...], flat: Sequence[np.ndarray],
+                     want: Sequence[np.ndarray] | None, repeats: int = 5) -> Measurement:
+    """One baseline row (see BASELINES); also used by the widget's run tab. Without the
+    user's function (a trace of XLA's dumps) the JAX baselines run the traced graph in JAX."""
+    traced = trace.stages[0].graph
+    if name == "numpy":
+        return measure_graph(traced, flat, "reference", want, repeats, "numpy")
+    user_fn = getattr(trace, "fn", None)
+    fn = user_fn or (lambda *xs: jax_backend.lower(traced)(*xs))
+    leaves = jax.tree_util.tree_map(np.asarray, args if user_fn else tuple(flat))
+    return measure_jax(fn, leaves, want, jit=name == "jax-jit", repeats=repeats)
+
+
 def compare(trace: Trace, args: tuple[Any, ...], backends: Sequence[str] = ("cpu",),
             baselines: Sequence[str] = BASELINES, stages: Sequence[int | str] | None = None,
             repeats: int = 5, plot: bool = True, progress: bool = True) -> Comparison:
@@ -112,11 +131,9 @@ def compare(trace: Trace, args: tuple[Any, ...], backends: Sequence[str] = ("cpu
     if unknown:
         raise ValueError(f"unknown baselines {unknown}; known: {', '.join(BASELINES)}")
     flat = trace.flat_args(args)
-    traced = trace.stages[0].graph
-    want = reference.evaluate(traced, reference.check_args(traced, flat))
+    want = expected(trace, flat)
     jobs: list[tuple[str, Any]] = [(b, None) for b in baselines]
     jobs += [(b, s) for s in _stages(trace, stages) for b in backends]
-    fn = getattr(trace, "fn", None) or (lambda *xs: jax_backend.lower(traced)(*xs))
     rows = []
     bar = tqdm(jobs, desc="compare", disable=not progress, leave=False)
     for name, stage in bar:
@@ -124,12 +141,8 @@ def compare(trace: Trace, args: tuple[Any, ...], backends: Sequence[str] = ("cpu
         if stage is not None:
             rows.append(measure_graph(stage.graph, flat, name, want, repeats,
                                       f"{stage.name} on {name}", stage.name, trace.memory_limit))
-        elif name == "numpy":
-            rows.append(measure_graph(traced, flat, "reference", want, repeats, "numpy"))
         else:
-            call_args = args if getattr(trace, "fn", None) else tuple(flat)
-            leaves = jax.tree_util.tree_map(np.asarray, call_args)
-            rows.append(measure_jax(fn, leaves, want, jit=name == "jax-jit", repeats=repeats))
+            rows.append(measure_baseline(trace, name, args, flat, want, repeats))
     bar.close()
     result = Comparison(rows)
     if plot:

@@ -18,6 +18,7 @@ products accumulate in float64. The kernel allocates nothing: every buffer it wr
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -165,6 +166,7 @@ class _Writer:
 
 
 def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
+    name = re.sub(r"\W", "_", name)  # region names such as XLA's "fused_computation.1"
     body = plan.body
     for n in body.nodes:
         np_type(n.dtype)

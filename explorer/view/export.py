@@ -55,8 +55,10 @@ def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLo
         views.append(view)
     state = {"title": trace.name, "stages": stage_summaries(trace), "index": 0,
              "hide_unchanged": False, "search": "", "tab": "diff", "selected_rewrite": -1,
+             "sync_panes": True,
              "backends": [], "run_rows": list(run_rows or []),
-             "run_state": {"running": False, "done": 0, "total": 0, "message": ""}}
+             "run_state": {"running": False, "done": 0, "total": 0, "message": "",
+                           "pending": []}}
     return {"state": state, "views": views}
 
 

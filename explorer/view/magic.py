@@ -121,7 +121,8 @@ class GambitMagics(Magics):
               help="where to run the optimised program (default: cpu if available, else "
                    "reference)")
     @argument("--compare", action="store_true",
-              help="also run the final stage on every available backend and compare")
+              help="measure the final stage on every available backend against NumPy, JAX "
+                   "eager and jax.jit; show the table and plot under the widget")
     @argument("--xla", action="store_true", help="also show XLA's own pipeline, pass by pass")
     @argument("--no-run", action="store_true",
               help="only trace and show the widget; the cell's value is None")
@@ -154,22 +155,21 @@ class GambitMagics(Magics):
         display(widget)
         if opts.xla:
             show_xla(fn, args)
-        if opts.no_run:
-            return None
         final = len(trace.stages) - 1
-        widget.run([backend], stage=final)
+        value = None
+        if not opts.no_run:
+            try:
+                value = trace.run(backend=backend, stage=final).value
+            except Exception as e:  # the backend's message, not its traceback
+                raise UsageError(f"running the final stage on {backend} failed: "
+                                 f"{type(e).__name__}: {e}") from None
         if opts.compare:
-            others = [b for b in BACKENDS if b != backend]
-            if others:
-                widget.run(others, stage=final)
-            if hasattr(trace, "compare"):
-                display(trace.compare())
             widget.tab = "run"
-        result = widget.runs.result(final, backend)
-        if result is None:
-            error = widget.run_rows[-1]["error"] if widget.run_rows else "no result"
-            raise UsageError(f"running the final stage on {backend} failed: {error}")
-        return result.value
+            widget.run(list(BACKENDS), stage=final, baselines=True)
+            display(widget.comparison())
+        elif not opts.no_run:
+            widget.run([backend], stage=final, baselines=False)
+        return value
 
 
 def show_xla(fn: Any, args: tuple[Any, ...]) -> None:

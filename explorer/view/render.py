@@ -136,12 +136,18 @@ class _Dot:
                      n.id in g.outputs)
             exits[n.id] = [key]
             entries[n.id] = [key] * len(n.inputs)
+        # a collapsed group gets one edge per neighbour, not one per node pair inside it
+        groups = {item.key for item in items if item.is_group}
+        drawn: set[tuple[str, str]] = set()
         for n in g.nodes:
             for pos, i in enumerate(n.inputs):
                 dst = entries[n.id][pos]
                 for src in exits[i]:
-                    if src != dst:
-                        target.edge(src, dst)
+                    if src == dst or (src, dst) in drawn:
+                        continue
+                    if src in groups or dst in groups:
+                        drawn.add((src, dst))
+                    target.edge(src, dst)
         return exits, entries
 
     def region(self, target: graphviz.Digraph, n: Node, key: str, body: Graph,

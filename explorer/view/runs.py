@@ -1,84 +1,112 @@
-"""Runs of stages for the widget's run and kernels tabs: one row per run, and its kernels.
+"""Runs for the widget's run and kernels tabs: a stage on a backend, and the baselines.
 
-A row is plain data (label, backend, seconds, peak bytes, numeric check), so baselines such as
-NumPy, JAX eager or jax.jit become more rows of the same shape when their backends land.
+Each run is measured as trace.compare() measures it (explorer/compare.py, backends/measure.py):
+warm-up, repeats, median and minimum, peak temporaries, and a numeric check against the
+reference interpreter's values of the traced program. A run becomes a row of plain data for
+the front end; the Measurement behind it is kept, so `comparison()` gives compare's own table
+and plot of the same runs without measuring again. Baselines do not depend on the stage, so
+each is measured once per widget.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import jax
 import numpy as np
 
-from ..backends.result import RunResult
+from ..backends.measure import Measurement, measure_graph
+from ..compare import BASELINES, Comparison, expected, measure_baseline
 from ..trace import Trace
 
-
-def _leaves(value: Any) -> list[np.ndarray]:
-    return [np.asarray(x) for x in jax.tree_util.tree_leaves(value)]
-
-
-def max_error(value: Any, expected: Any) -> float:
-    """Largest absolute difference between two outputs of the same structure."""
-    worst = 0.0
-    for a, b in zip(_leaves(value), _leaves(expected), strict=True):
-        if a.shape != b.shape:
-            return float("inf")
-        if a.size:
-            diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-            worst = max(worst, float(np.nanmax(diff)) if not np.isnan(diff).all() else 0.0)
-    return worst
+BASELINE_LABELS = {"numpy": "NumPy", "jax-eager": "JAX eager", "jax-jit": "jax.jit"}
+NO_FUNCTION = ("cannot run: this trace has no Python function to call (it was read from "
+               "XLA's dumps, e.g. by gx.xla_pipeline), so there is nothing to run eagerly or jit")
 
 
-def close(value: Any, expected: Any) -> bool:
-    try:
-        return all(np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)
-                   for a, b in zip(_leaves(value), _leaves(expected), strict=True))
-    except ValueError:
-        return False
+def stage_key(index: int, backend: str) -> str:
+    return f"{index}:{backend}"
+
+
+def check_text(m: Measurement) -> str:
+    """Against the reference interpreter's values of the traced program, within the
+    tolerance of the output's element type (backends/measure.py)."""
+    if m.error is None:
+        return "no values to check"
+    if m.ok:
+        return f"matches (rel. error {m.error:.1e})"
+    return f"WRONG (rel. error {m.error:.1e})"
+
+
+def row_of(m: Measurement, key: str, kind: str, stage: int | None,
+           backend: str) -> dict[str, Any]:
+    label = BASELINE_LABELS.get(backend, m.label) if kind == "baseline" else m.label
+    return {"key": key, "kind": kind, "label": label, "stage": stage, "backend": backend,
+            "seconds": m.median, "min_seconds": m.minimum, "repeats": m.repeats,
+            "peak_bytes": m.peak_bytes, "peak_how": m.peak_how, "check": check_text(m),
+            "ok": m.ok if m.error is not None else None, "error": ""}
+
+
+def failed_row(key: str, kind: str, label: str, stage: int | None, backend: str,
+               error: str) -> dict[str, Any]:
+    return {"key": key, "kind": kind, "label": label, "stage": stage, "backend": backend,
+            "seconds": None, "min_seconds": None, "repeats": 0, "peak_bytes": None,
+            "peak_how": "", "check": "", "ok": None, "error": error}
 
 
 class RunLog:
-    """Runs stages of one trace, checks each result against the traced program's."""
+    """The measured runs of one trace on its example arguments, by row key."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, repeats: int = 5) -> None:
         self.trace = trace
-        self.results: dict[tuple[int, str], RunResult] = {}
-        self._expected: Any = None
+        self.repeats = repeats
+        self.measurements: dict[str, Measurement] = {}
+        self._flat: list[np.ndarray] | None = None
+        self._want: list[np.ndarray] | None = None
 
-    def expected(self) -> Any:
-        """The oracle: the traced program on the reference interpreter."""
-        if self._expected is None:
-            self._expected = self.trace.run(backend="reference", stage=0).value
-        return self._expected
+    def _inputs(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if self._flat is None or self._want is None:
+            self._flat = self.trace.flat_args(self.trace.example_args)
+            self._want = expected(self.trace, self._flat)
+        return self._flat, self._want
 
     def run(self, index: int, backend: str) -> dict[str, Any]:
+        """Stage `index` on `backend`; a failure is a row saying why, not an exception."""
         stage = self.trace.stages[index]
-        row: dict[str, Any] = {"label": f"{stage.name} · {backend}", "stage": index,
-                               "backend": backend, "seconds": None, "peak_bytes": None,
-                               "check": "", "ok": None, "error": ""}
+        key, label = stage_key(index, backend), f"{stage.name} on {backend}"
         try:
-            result = self.trace.run(backend=backend, stage=index)
+            flat, want = self._inputs()
+            m = measure_graph(stage.graph, flat, backend, want, self.repeats, label, stage.name,
+                              self.trace.memory_limit)
         except Exception as e:  # shown in the row: one failing backend must not stop the rest
-            row["error"] = f"{type(e).__name__}: {e}"
-            return row
-        self.results[(index, backend)] = result
-        ok = close(result.value, self.expected())
-        error = 0.0 if ok else max_error(result.value, self.expected())
-        row.update(seconds=result.seconds, peak_bytes=result.peak_bytes, ok=ok,
-                   check="matches the traced program" if ok else
-                   f"differs from the traced program (max error {error:.3g})")
-        return row
+            return failed_row(key, "stage", label, index, backend, f"{type(e).__name__}: {e}")
+        self.measurements[key] = m
+        return row_of(m, key, "stage", index, backend)
 
-    def result(self, index: int, backend: str) -> RunResult | None:
-        return self.results.get((index, backend))
+    def baseline(self, name: str) -> dict[str, Any]:
+        """One of compare.BASELINES, or a row saying why it cannot run on this trace."""
+        if name not in BASELINES:
+            raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
+        key, label = f"baseline:{name}", BASELINE_LABELS[name]
+        if name != "numpy" and getattr(self.trace, "fn", None) is None:
+            return failed_row(key, "baseline", label, None, name, NO_FUNCTION)
+        try:
+            flat, want = self._inputs()
+            m = measure_baseline(self.trace, name, self.trace.example_args, flat, want,
+                                 self.repeats)
+        except Exception as e:
+            return failed_row(key, "baseline", label, None, name, f"{type(e).__name__}: {e}")
+        self.measurements[key] = m
+        return row_of(m, key, "baseline", None, name)
 
     def kernels(self, index: int) -> list[dict[str, Any]]:
         """The generated kernels of the latest run of stage `index` on each backend."""
-        out = []
-        for (k, backend), result in self.results.items():
-            if k == index:
-                out += [{"backend": backend, "name": kern.name, "source": kern.source,
-                         "seconds": kern.seconds} for kern in result.kernels]
-        return out
+        return [{"backend": m.backend, "name": k.name, "source": k.source, "seconds": k.seconds}
+                for key, m in self.measurements.items() if key.startswith(f"{index}:")
+                for k in m.kernels]
+
+    def comparison(self, keys: list[str], plot: bool = True) -> Comparison:
+        """compare()'s table (and plot) of the measured rows among `keys`, in that order."""
+        result = Comparison([self.measurements[k] for k in keys if k in self.measurements])
+        if plot and result.rows:
+            result.plot()
+        return result

@@ -1,5 +1,6 @@
 """A static HTML summary of a trace: what a saved notebook shows where no widget can run
-(GitHub, nbviewer). A table of the stages and the final graph; all text escaped."""
+(GitHub, nbviewer). A table of the stages and the final graph, collapsed when large; all text
+escaped."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from ..trace import Trace
 from ..units import format_bytes
 from .render import DEFAULT_MAX_NODES, render
 
-# Past this many nodes the summary leaves the picture out: saved notebooks should stay small.
+# Past this many boxes the summary's picture is collapsed (render.py folds regions, repeated
+# source lines and runs of nodes): saved notebooks should stay small.
 SUMMARY_MAX_NODES = 300
 
 
@@ -26,10 +28,10 @@ def summary_html(trace: Trace, max_nodes: int = DEFAULT_MAX_NODES) -> str:
     head = ("<tr><th>#</th><th>stage</th><th>nodes</th><th>FLOPs</th><th>bytes</th>"
             "<th>peak</th><th>rewrites</th></tr>")
     final = trace.final.graph
-    picture = ""
-    if len(final) <= SUMMARY_MAX_NODES:
-        svg = render(final, max_nodes=min(max_nodes, SUMMARY_MAX_NODES)).svg
-        picture = f"<p>final stage <b>{esc(trace.final.name)}</b>:</p>{svg}"
+    drawn = render(final, max_nodes=min(max_nodes, SUMMARY_MAX_NODES))
+    note = f" ({esc(drawn.note)} to keep the picture small)" if drawn.note else ""
+    svg = drawn.svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
+    picture = f"<p>final stage <b>{esc(trace.final.name)}</b>{note}:</p>{svg}"
     return (f'<div class="gx-summary"><p><b>gambit-explorer</b>: {esc(trace.name)}, '
             f"{len(trace.stages)} stages (open in Jupyter for the step-through widget)</p>"
             f'<table class="gx-stages">{head}{"".join(rows)}</table>{picture}</div>')

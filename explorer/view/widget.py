@@ -2,7 +2,8 @@
 
 Python owns the state. The front end (extension/src, bundled into explorer/static/) draws the
 traits below and writes back only the user's choices: `index`, `hide_unchanged`, `search`,
-`selected_rewrite`, `tab`, and a "run" message. Each stage's view is built on first visit
+`selected_rewrite`, `tab`, `sync_panes`, the run tab's `run_backends` and `run_baselines`, and
+a "run" message. Each stage's view is built on first visit
 and cached, so stepping back is instant.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from ..compare import BASELINES
 from ..trace import BACKENDS, Trace
 from .payload import VIEW_KEYS, stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
@@ -35,6 +37,7 @@ class TraceWidget(anywidget.AnyWidget):
     search = t.Unicode("").tag(sync=True)
     tab = t.Unicode("diff").tag(sync=True)
     selected_rewrite = t.Int(-1).tag(sync=True)
+    sync_panes = t.Bool(True).tag(sync=True)  # pan and zoom the two graphs together
     # the current stage's view (see payload.stage_view)
     before_svg = t.Unicode("").tag(sync=True)
     after_svg = t.Unicode("").tag(sync=True)
@@ -47,17 +50,21 @@ class TraceWidget(anywidget.AnyWidget):
     cost = t.Dict().tag(sync=True)
     # running stages
     backends = t.List(t.Unicode()).tag(sync=True)
+    run_backends = t.List(t.Unicode()).tag(sync=True)  # the run tab's choices
+    run_baselines = t.Bool(True).tag(sync=True)
     run_rows = t.List(t.Dict()).tag(sync=True)
-    run_state = t.Dict({"running": False, "done": 0, "total": 0, "message": ""}).tag(sync=True)
+    run_state = t.Dict({"running": False, "done": 0, "total": 0, "message": "",
+                        "pending": []}).tag(sync=True)
     kernels = t.List(t.Dict()).tag(sync=True)
     interactive = t.Bool(True).tag(sync=True)  # False in an exported page: nothing to run on
 
     def __init__(self, trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES,
-                 backends: Sequence[str] = BACKENDS, **kwargs: Any) -> None:
+                 backends: Sequence[str] = BACKENDS, repeats: int = 5, **kwargs: Any) -> None:
         self.trace = trace
         self.max_nodes = max_nodes
         self._views: dict[int, dict[str, Any]] = {}
-        self.runs = RunLog(trace)
+        self.runs = RunLog(trace, repeats)
+        kwargs.setdefault("run_backends", list(backends))
         super().__init__(title=trace.name, stages=stage_summaries(trace),
                          backends=list(backends), **kwargs)
         self.on_msg(self._on_message)
@@ -100,26 +107,53 @@ class TraceWidget(anywidget.AnyWidget):
 
     def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "run":
-            wanted = [b for b in content.get("backends", self.backends) if b in self.backends]
-            self.run(wanted or self.backends, stage=int(content.get("stage", self.index)))
+            wanted = content.get("backends", self.run_backends)
+            self.run([b for b in wanted if b in self.backends],
+                     stage=int(content.get("stage", self.index)),
+                     baselines=bool(content.get("baselines", self.run_baselines)))
 
-    def run(self, backends: Sequence[str] | None = None, stage: int | None = None) -> list[dict]:
-        """Run a stage on backends one by one, reporting progress; returns the new rows."""
-        index = self.index if stage is None else stage
-        todo = list(backends or self.backends)
-        rows = []
-        for k, backend in enumerate(todo):
-            self.run_state = {"running": True, "done": k, "total": len(todo),
-                              "message": f"running {self.trace.stages[index].name} "
-                                         f"on {backend} ({k + 1}/{len(todo)})"}
-            row = self.runs.run(index, backend)
+    def _put(self, row: dict[str, Any]) -> None:
+        """Replace the row with the same key, else add it: baselines first, then stages."""
+        rows = list(self.run_rows)
+        keys = [r.get("key") for r in rows]
+        if row["key"] in keys:
+            rows[keys.index(row["key"])] = row
+        elif row["kind"] == "baseline":
+            rows.insert(sum(r.get("kind") == "baseline" for r in rows), row)
+        else:
             rows.append(row)
-            self.run_rows = self.run_rows + [row]
-        self.run_state = {"running": False, "done": len(todo), "total": len(todo),
-                          "message": f"ran on {', '.join(todo)}"}
+        self.run_rows = rows
+
+    def run(self, backends: Sequence[str] | None = None, stage: int | None = None,
+            baselines: bool | Sequence[str] = True) -> list[dict]:
+        """Measure a stage on backends against the baselines (NumPy, JAX eager, jax.jit; each
+        measured once per widget), one row at a time with progress; returns the new rows."""
+        index = self.index if stage is None else stage
+        names = list(BASELINES) if baselines is True else list(baselines or ())
+        have = {r.get("key") for r in self.run_rows}
+        jobs = [("baseline", b, f"baseline {b}") for b in names if f"baseline:{b}" not in have]
+        jobs += [("stage", b, f"{self.trace.stages[index].name} on {b}")
+                 for b in (self.backends if backends is None else backends)]
+        rows = []
+        for k, (kind, name, label) in enumerate(jobs):
+            self.run_state = {"running": True, "done": k, "total": len(jobs),
+                              "message": f"measuring {label} ({k + 1}/{len(jobs)})",
+                              "pending": [j[2] for j in jobs[k:]]}
+            row = self.runs.baseline(name) if kind == "baseline" else self.runs.run(index, name)
+            rows.append(row)
+            self._put(row)
+        failed = sum(bool(r["error"]) for r in rows)
+        self.run_state = {"running": False, "done": len(jobs), "total": len(jobs),
+                          "message": f"measured {len(jobs)} runs"
+                                     + (f", {failed} could not run" if failed else ""),
+                          "pending": []}
         if index == self.index:
             self.kernels = self.runs.kernels(index)
         return rows
+
+    def comparison(self, plot: bool = True) -> Any:
+        """The measured rows as trace.compare() shows them: its table and plot."""
+        return self.runs.comparison([r["key"] for r in self.run_rows], plot=plot)
 
     def to_html(self, path: Any) -> str:
         """Export as trace.to_html does, with this widget's runs and kernels included."""

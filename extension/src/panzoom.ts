@@ -1,4 +1,6 @@
-// Pan (drag) and zoom (wheel, buttons) of one SVG by rewriting its viewBox.
+// Pan (drag) and zoom (wheel, buttons) of one SVG by rewriting its viewBox. A user's move is
+// also reported as a ViewOp (in screen terms, not graph units) so that another pane can make
+// the same move: the before and after graphs differ in size, so copying a viewBox would jump.
 
 export interface Box {
   x: number;
@@ -30,10 +32,21 @@ export function centreOn(view: Box, target: Box): Box {
   return { ...view, x: target.x + target.w / 2 - view.w / 2, y: target.y + target.h / 2 - view.h / 2 };
 }
 
+/** A user's move: pan by screen pixels, zoom about a point given as fractions of the pane. */
+export type ViewOp = { kind: "pan"; dx: number; dy: number } | { kind: "zoom"; factor: number; fx: number; fy: number } | { kind: "fit" };
+
+/** The view panned by (dx, dy) screen pixels at `scale` pixels per view unit. */
+export function panBy(view: Box, dx: number, dy: number, scale: number): Box {
+  const s = scale || 1;
+  return { ...view, x: view.x - dx / s, y: view.y - dy / s };
+}
+
 export class PanZoom {
   private graph: Box;
   view: Box;
-  private drag: { x: number; y: number; view: Box } | null = null;
+  private drag: { x: number; y: number } | null = null;
+  /** Called with each move the user makes here (not with moves applied by `perform`). */
+  onChange: ((op: ViewOp) => void) | null = null;
 
   constructor(private pane: HTMLElement, private svg: SVGSVGElement) {
     const vb = svg.viewBox.baseVal;
@@ -59,14 +72,38 @@ export class PanZoom {
     this.svg.setAttribute("viewBox", `${v.x} ${v.y} ${v.w} ${v.h}`);
   }
 
-  fit(): void {
+  fit(emit = false): void {
     const [w, h] = this.size();
     this.view = initialView(this.graph, w, h);
     this.apply();
+    if (emit) this.onChange?.({ kind: "fit" });
   }
 
   zoom(factor: number): void {
-    this.view = zoomAt(this.view, factor, this.view.x + this.view.w / 2, this.view.y + this.view.h / 2);
+    this.perform({ kind: "zoom", factor, fx: 0.5, fy: 0.5 });
+    this.onChange?.({ kind: "zoom", factor, fx: 0.5, fy: 0.5 });
+  }
+
+  private scale(): number {
+    const r = this.svg.getBoundingClientRect();
+    return Math.min(r.width / this.view.w, r.height / this.view.h) || 1;
+  }
+
+  /** Make a move: the user's own, or one reported by the other pane. */
+  perform(op: ViewOp): void {
+    if (op.kind === "fit") {
+      this.fit();
+      return;
+    }
+    if (op.kind === "pan") {
+      this.view = panBy(this.view, op.dx, op.dy, this.scale());
+    } else {
+      const r = this.svg.getBoundingClientRect();
+      const [px, py] = r.width && r.height
+        ? this.toView({ clientX: r.left + op.fx * r.width, clientY: r.top + op.fy * r.height })
+        : [this.view.x + op.fx * this.view.w, this.view.y + op.fy * this.view.h];
+      this.view = zoomAt(this.view, op.factor, px, py);
+    }
     this.apply();
   }
 
@@ -105,25 +142,30 @@ export class PanZoom {
 
   private onWheel = (ev: WheelEvent): void => {
     ev.preventDefault();
-    const [px, py] = this.toView(ev);
-    this.view = zoomAt(this.view, ev.deltaY < 0 ? 1.15 : 1 / 1.15, px, py);
-    this.apply();
+    const r = this.svg.getBoundingClientRect();
+    const op: ViewOp = {
+      kind: "zoom",
+      factor: ev.deltaY < 0 ? 1.15 : 1 / 1.15,
+      fx: r.width ? (ev.clientX - r.left) / r.width : 0.5,
+      fy: r.height ? (ev.clientY - r.top) / r.height : 0.5,
+    };
+    this.perform(op);
+    this.onChange?.(op);
   };
 
   private onDown = (ev: PointerEvent): void => {
     if (ev.button !== 0) return;
-    this.drag = { x: ev.clientX, y: ev.clientY, view: this.view };
+    this.drag = { x: ev.clientX, y: ev.clientY };
     this.pane.setPointerCapture?.(ev.pointerId);
     this.pane.classList.add("gx-dragging");
   };
 
   private onMove = (ev: PointerEvent): void => {
     if (!this.drag) return;
-    const r = this.svg.getBoundingClientRect();
-    const s = Math.min(r.width / this.view.w, r.height / this.view.h) || 1;
-    const start = this.drag.view;
-    this.view = { ...start, x: start.x - (ev.clientX - this.drag.x) / s, y: start.y - (ev.clientY - this.drag.y) / s };
-    this.apply();
+    const op: ViewOp = { kind: "pan", dx: ev.clientX - this.drag.x, dy: ev.clientY - this.drag.y };
+    this.drag = { x: ev.clientX, y: ev.clientY };
+    this.perform(op);
+    this.onChange?.(op);
   };
 
   private onUp = (): void => {

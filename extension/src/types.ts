@@ -50,15 +50,21 @@ export interface CostView extends CostNumbers {
   nodes: number;
 }
 
+/** One measured run (explorer/view/runs.py): a baseline or a stage on a backend. */
 export interface RunRow {
+  key: string;
+  kind: "baseline" | "stage";
   label: string;
-  stage: number;
+  stage: number | null;
   backend: string;
-  seconds: number | null;
-  peak_bytes: number | null;
+  seconds: number | null; // median
+  min_seconds: number | null;
+  repeats: number;
+  peak_bytes: number | null; // null: this runtime cannot tell
+  peak_how: string;
   check: string;
   ok: boolean | null;
-  error: string;
+  error: string; // set when it could not run: the row says why
 }
 
 export interface RunState {
@@ -66,6 +72,7 @@ export interface RunState {
   done: number;
   total: number;
   message: string;
+  pending?: string[]; // labels of the runs still to come, the first one running now
 }
 
 export interface KernelRow {

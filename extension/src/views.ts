@@ -111,57 +111,112 @@ export function kernelsPanel(kernels: KernelRow[]): HTMLElement {
 
 export interface RunControls {
   backends: string[];
+  chosen: string[]; // run_backends: the user's choice, kept by Python across redraws
+  baselines: boolean; // run_baselines
+  onChoose: (backends: string[], baselines: boolean) => void;
   interactive: boolean;
   state: RunState;
   rows: RunRow[];
   stageName: string;
-  onRun: (backends: string[]) => void;
+  onRun: (backends: string[], baselines: boolean) => void;
 }
 
+const BASELINES = "NumPy, JAX eager, jax.jit";
+
 export function runPanel(c: RunControls): HTMLElement {
+  const report = () => c.onChoose(boxes.filter((x) => x.input.checked).map((x) => x.b), base.checked);
   const boxes = c.backends.map((b) => {
-    const input = h("input", { attrs: { type: "checkbox", value: b, checked: "" } }) as HTMLInputElement;
+    const input = h("input", { attrs: { type: "checkbox", value: b }, on: { change: report } }) as HTMLInputElement;
+    input.checked = c.chosen.includes(b);
     return { b, input, label: h("label", { class: "gx-backend" }, input, ` ${b}`) };
   });
+  const base = h("input", { attrs: { type: "checkbox" }, on: { change: report } }) as HTMLInputElement;
+  base.checked = c.baselines;
   const button = h(
     "button",
     {
       class: "gx-run",
-      on: { click: () => c.onRun(boxes.filter((x) => x.input.checked).map((x) => x.b)) },
+      on: { click: () => c.onRun(boxes.filter((x) => x.input.checked).map((x) => x.b), base.checked) },
     },
     `run ${c.stageName}`,
   ) as HTMLButtonElement;
-  button.disabled = !c.interactive || c.state.running || c.backends.length === 0;
+  button.disabled = !c.interactive || c.state.running || (c.chosen.length === 0 && !c.baselines);
   const controls = c.interactive
-    ? h("div", { class: "gx-runbar" }, ...boxes.map((x) => x.label), button)
+    ? h(
+        "div",
+        { class: "gx-runbar" },
+        h("span", { class: "gx-hint" }, "backends:"),
+        ...boxes.map((x) => x.label),
+        h("label", { class: "gx-baselines", title: "measured once; they do not depend on the stage" }, base, ` against ${BASELINES}`),
+        button,
+      )
     : h("p", { class: "gx-hint" }, "exported page: running a stage needs a Jupyter kernel");
   const progress = c.state.total
     ? h(
         "div",
-        { class: "gx-progress" },
+        { class: `gx-progress${c.state.running ? " gx-running" : ""}` },
         h("progress", { attrs: { max: String(c.state.total), value: String(c.state.done) } }),
         ` ${c.state.message}`,
       )
     : null;
-  return h("div", { class: "gx-runpanel" }, controls, progress, runBars(c.rows));
+  const pending = c.state.running ? c.state.pending ?? [] : [];
+  return h("div", { class: "gx-runpanel" }, controls, progress, runBars(c.rows, pending));
 }
 
-export function runBars(rows: RunRow[]): HTMLElement {
-  if (!rows.length) return h("p", { class: "gx-empty" }, "no runs yet");
-  const time = barFractions(rows.map((r) => r.seconds));
-  const mem = barFractions(rows.map((r) => r.peak_bytes));
-  const bar = (f: number, cls: string, text: string) =>
-    h("div", { class: "gx-barcell" }, h("div", { class: `gx-bar ${cls}`, attrs: { style: `width:${(100 * f).toFixed(1)}%` } }), h("span", {}, text));
-  const body = rows.map((r, k) =>
-    h(
-      "tr",
-      { class: r.error ? "gx-run-error" : r.ok === false ? "gx-run-bad" : "" },
-      h("td", {}, r.label),
-      h("td", {}, r.error ? "—" : bar(time[k], "gx-bar-time", r.seconds === null ? "" : formatSeconds(r.seconds))),
-      h("td", {}, r.error ? "—" : bar(mem[k], "gx-bar-mem", r.peak_bytes === null ? "" : formatBytes(r.peak_bytes))),
-      h("td", { class: "gx-check" }, r.error || (r.ok ? `✓ ${r.check}` : `✗ ${r.check}`)),
-    ),
+/** "2.1× slower" / "1.5× faster" than a reference time; "" when either is missing. */
+export function versus(seconds: number | null, reference: number | null | undefined): string {
+  if (!seconds || !reference) return "";
+  const r = seconds / reference;
+  if (Math.abs(r - 1) < 0.005) return "same";
+  return r > 1 ? `${r.toFixed(2)}× slower` : `${(1 / r).toFixed(2)}× faster`;
+}
+
+function barCell(fraction: number, cls: string, text: string, title: string): HTMLElement {
+  const bar = h("div", { class: `gx-bar ${cls}`, attrs: { style: `width:${(100 * fraction).toFixed(1)}%` } });
+  return h("div", { class: "gx-barcell", title }, h("div", { class: "gx-track" }, bar), h("span", {}, text));
+}
+
+function runRow(r: RunRow, time: number, mem: number, jit: number | null): HTMLElement {
+  const tag = r.kind === "baseline" ? h("span", { class: "gx-tag" }, "baseline") : null;
+  const label = h("td", { class: "gx-runlabel" }, r.label, tag ? " " : "", tag);
+  if (r.error) {
+    const cls = r.kind === "baseline" ? "gx-run-unavailable" : "gx-run-error";
+    return h("tr", { class: cls, attrs: { "data-key": r.key ?? "" } }, label, h("td", { attrs: { colspan: "4" } }, r.error));
+  }
+  const timeText = r.seconds === null ? "" : formatSeconds(r.seconds);
+  const timeTitle = r.seconds === null ? "" : `median of ${r.repeats} runs` + (r.min_seconds !== null ? `; fastest ${formatSeconds(r.min_seconds)}` : "");
+  const memText = r.peak_bytes === null ? `n/a${r.peak_how ? ` (${r.peak_how})` : ""}` : formatBytes(r.peak_bytes);
+  const memTitle = r.peak_how ? `peak temporaries, measured by ${r.peak_how}` : "peak temporaries";
+  const check = r.ok === null ? r.check : `${r.ok ? "✓" : "✗"} ${r.check}`;
+  return h(
+    "tr",
+    { class: r.kind === "baseline" ? "gx-run-baseline" : r.ok === false ? "gx-run-bad" : "", attrs: { "data-key": r.key ?? "" } },
+    label,
+    h("td", {}, barCell(time, "gx-bar-time", timeText, timeTitle)),
+    h("td", { class: "gx-versus" }, r.backend === "jax-jit" ? "" : versus(r.seconds, jit)),
+    h("td", {}, barCell(mem, r.peak_bytes === null ? "gx-bar-none" : "gx-bar-mem", memText, memTitle)),
+    h("td", { class: "gx-check" }, check),
   );
-  const head = h("tr", {}, h("th", {}, "run"), h("th", {}, "time"), h("th", {}, "peak memory"), h("th", {}, "numeric check"));
-  return h("table", { class: "gx-runs" }, h("thead", {}, head), h("tbody", {}, ...body));
+}
+
+export function runBars(rows: RunRow[], pending: string[] = []): HTMLElement {
+  if (!rows.length && !pending.length) return h("p", { class: "gx-empty" }, "no runs yet");
+  const time = barFractions(rows.map((r) => (r.error ? null : r.seconds)));
+  const mem = barFractions(rows.map((r) => (r.error ? null : r.peak_bytes)));
+  const jitRow = rows.find((r) => r.backend === "jax-jit" && r.kind === "baseline" && !r.error);
+  const jit = jitRow ? jitRow.seconds : null;
+  const body = rows.map((r, k) => runRow(r, time[k], mem[k], jit));
+  const waiting = pending.map((label, k) =>
+    h("tr", { class: "gx-run-pending" }, h("td", {}, label), h("td", { attrs: { colspan: "4" } }, k === 0 ? "running…" : "waiting")),
+  );
+  const head = h(
+    "tr",
+    {},
+    h("th", {}, "run"),
+    h("th", {}, "time (median)"),
+    h("th", {}, "vs jax.jit"),
+    h("th", {}, "peak memory"),
+    h("th", { title: "against the reference interpreter's values of the traced program" }, "numeric check"),
+  );
+  return h("div", { class: "gx-runscroll" }, h("table", { class: "gx-runs" }, h("thead", {}, head), h("tbody", {}, ...body, ...waiting)));
 }

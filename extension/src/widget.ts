@@ -2,7 +2,7 @@
 // It draws the model's traits and writes back only the user's choices (see widget.py).
 
 import { clear, h } from "./dom";
-import { PanZoom } from "./panzoom";
+import { PanZoom, type ViewOp } from "./panzoom";
 import { sanitizeSvg } from "./sanitize";
 import { findHits } from "./search";
 import { stepIndex } from "./stepping";
@@ -20,7 +20,8 @@ export const TABS: [string, string][] = [
 const WATCHED = [
   "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite",
   "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note", "ir_diff",
-  "rewrites", "cost", "backends", "run_rows", "run_state", "kernels", "interactive",
+  "rewrites", "cost", "backends", "run_rows", "run_state", "kernels", "interactive", "sync_panes",
+  "run_backends", "run_baselines",
 ];
 
 interface Pane {
@@ -30,12 +31,13 @@ interface Pane {
   svgText: string | null;
   svg: SVGSVGElement | null;
   panzoom: PanZoom | null;
+  onView: ((op: ViewOp) => void) | null; // the user moved this pane's view
 }
 
 function makePane(side: string): Pane {
   const label = h("span", { class: "gx-pane-label" });
   const canvas = h("div", { class: "gx-canvas" });
-  const pane: Pane = { root: h("div"), label, canvas, svgText: null, svg: null, panzoom: null };
+  const pane: Pane = { root: h("div"), label, canvas, svgText: null, svg: null, panzoom: null, onView: null };
   const button = (text: string, title: string, fn: () => void) =>
     h("button", { class: "gx-zoom", title, on: { click: fn } }, text);
   pane.root = h(
@@ -50,7 +52,7 @@ function makePane(side: string): Pane {
         { class: "gx-zoombar" },
         button("−", "zoom out", () => pane.panzoom?.zoom(1 / 1.3)),
         button("+", "zoom in", () => pane.panzoom?.zoom(1.3)),
-        button("fit", "fit the graph", () => pane.panzoom?.fit()),
+        button("fit", "fit the graph", () => pane.panzoom?.fit(true)),
       ),
     ),
     canvas,
@@ -71,6 +73,7 @@ function showSvg(pane: Pane, text: string, placeholder: string): void {
   }
   pane.canvas.appendChild(pane.svg);
   pane.panzoom = new PanZoom(pane.canvas, pane.svg);
+  pane.panzoom.onChange = (op) => pane.onView?.(op);
 }
 
 function highlight(pane: Pane, keys: string[], searching: boolean): Element[] {
@@ -108,11 +111,18 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     on: { input: () => choose("search", search.value) },
   }) as HTMLInputElement;
   const hits = h("span", { class: "gx-hits" });
+  const sync = h("input", { attrs: { type: "checkbox" }, on: { change: () => choose("sync_panes", sync.checked) } }) as HTMLInputElement;
   const heading = h("div", { class: "gx-heading" });
   const legend = h("div", { class: "gx-legend" });
   const before = makePane("before");
   const after = makePane("after");
   const graphs = h("div", { class: "gx-graphs" }, before.root, after.root);
+  // the same move in the other pane, when synchronised (sync_panes, on by default)
+  const mirror = (other: Pane) => (op: ViewOp) => {
+    if (get<boolean>("sync_panes") !== false && !graphs.classList.contains("gx-single")) other.panzoom?.perform(op);
+  };
+  before.onView = mirror(after);
+  after.onView = mirror(before);
   const tabbar = h("div", { class: "gx-tabbar", attrs: { role: "tablist" } });
   const tabbody = h("div", { class: "gx-tabbody" });
 
@@ -127,6 +137,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       h("button", { class: "gx-prev", title: "previous stage (←)", on: { click: () => step(-1) } }, "◀"),
       h("button", { class: "gx-next", title: "next stage (→)", on: { click: () => step(1) } }, "▶"),
       h("label", { class: "gx-hide" }, hide, " hide unchanged"),
+      h("label", { class: "gx-sync", title: "pan and zoom the before and after graphs together" }, sync, " sync pan/zoom"),
       search,
       hits,
     ),
@@ -241,11 +252,18 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       tabbody.appendChild(
         runPanel({
           backends: get<string[]>("backends") ?? [],
+          chosen: get<string[]>("run_backends") ?? get<string[]>("backends") ?? [],
+          baselines: get<boolean>("run_baselines") !== false,
+          onChoose: (backends, baselines) => {
+            model.set("run_backends", backends);
+            model.set("run_baselines", baselines);
+            model.save_changes();
+          },
           interactive: get<boolean>("interactive") !== false,
           state: get<RunState>("run_state") ?? { running: false, done: 0, total: 0, message: "" },
           rows: get<RunRow[]>("run_rows") ?? [],
           stageName: stages[index]?.name ?? "",
-          onRun: (backends) => model.send({ type: "run", backends, stage: index }),
+          onRun: (backends, baselines) => model.send({ type: "run", backends, baselines, stage: index }),
         }),
       );
     }
@@ -258,6 +276,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const any = (...keys: string[]) => keys.some((k) => d.has(k));
     if (any("title")) title.textContent = `gambit-explorer · ${get<string>("title") ?? ""}`;
     if (any("hide_unchanged")) hide.checked = !!get<boolean>("hide_unchanged");
+    if (any("sync_panes")) sync.checked = get<boolean>("sync_panes") !== false;
     if (any("search") && document.activeElement !== search) search.value = get<string>("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
     if (any("stages", "index", "diff_counts", "note")) renderHeading();
@@ -271,7 +290,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words")) {
       applyHighlights(d.has("selected_rewrite") && get<number>("selected_rewrite") >= 0);
     }
-    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "interactive")) renderTabs();
+    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "interactive", "run_backends", "run_baselines")) renderTabs();
   }
   update();
 

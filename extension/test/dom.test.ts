@@ -146,16 +146,87 @@ describe("the widget", () => {
     expect(el.querySelector(".gx-tabbody")!.textContent).toContain("needs a Jupyter kernel");
   });
 
-  it("draws run rows as bars", async () => {
+  const row = (over: Record<string, unknown>) => ({
+    key: "k", kind: "stage", label: "dce on cpu", stage: 3, backend: "cpu", seconds: 0.002, min_seconds: 0.0019,
+    repeats: 5, peak_bytes: 96, peak_how: "tracemalloc", check: "matches the reference", ok: true, error: "", ...over,
+  });
+
+  it("draws run rows as bars against the baselines", async () => {
     model.set("run_rows", [
-      { label: "dce · reference", stage: 3, backend: "reference", seconds: 0.002, peak_bytes: 96, check: "matches", ok: true, error: "" },
-      { label: "dce · numpy", stage: 3, backend: "numpy", seconds: 0.001, peak_bytes: 48, check: "differs", ok: false, error: "" },
+      row({ key: "baseline:numpy", kind: "baseline", label: "NumPy", stage: null, backend: "numpy", seconds: 0.004 }),
+      row({ key: "baseline:jax-jit", kind: "baseline", label: "jax.jit", stage: null, backend: "jax-jit", seconds: 0.001, peak_bytes: null, peak_how: "not visible on CPU" }),
+      row({ key: "baseline:jax-eager", kind: "baseline", label: "JAX eager", stage: null, backend: "jax-eager", seconds: null, error: "cannot run: no Python function" }),
+      row({ key: "3:cpu", seconds: 0.002, peak_bytes: 48 }),
+      row({ key: "3:jax", label: "dce on jax", backend: "jax", seconds: 0.001, ok: false, check: "WRONG: relative error 1e-1" }),
     ]);
     model.set("tab", "run");
     model.save_changes();
     await flush();
     const bars = Array.from(el.querySelectorAll(".gx-bar-time")) as HTMLElement[];
-    expect(bars.map((b) => b.style.width)).toEqual(["100.0%", "50.0%"]);
-    expect(el.querySelector(".gx-run-bad")!.textContent).toContain("✗ differs");
+    expect(bars.map((b) => b.style.width)).toEqual(["100.0%", "25.0%", "50.0%", "25.0%"]);
+    expect(el.querySelectorAll(".gx-run-baseline").length).toBe(2);
+    const unavailable = el.querySelector(".gx-run-unavailable")!;
+    expect(unavailable.textContent).toContain("cannot run: no Python function");
+    expect(el.querySelector('[data-key="baseline:jax-jit"]')!.textContent).toContain("n/a (not visible on CPU)");
+    expect(el.querySelector('[data-key="3:cpu"] .gx-versus')!.textContent).toBe("2.00× slower");
+    expect(el.querySelector('[data-key="baseline:numpy"] .gx-versus')!.textContent).toBe("4.00× slower");
+    expect(el.querySelector(".gx-run-bad")!.textContent).toContain("✗ WRONG");
+  });
+
+  it("shows the runs still to come while running", async () => {
+    model.set("run_rows", [row({ key: "baseline:numpy", kind: "baseline", label: "NumPy", backend: "numpy" })]);
+    model.set("run_state", { running: true, done: 1, total: 3, message: "measuring baseline jax-eager (2/3)", pending: ["baseline jax-eager", "dce on cpu"] });
+    model.set("tab", "run");
+    model.save_changes();
+    await flush();
+    const pending = Array.from(el.querySelectorAll(".gx-run-pending")).map((r) => r.textContent);
+    expect(pending).toEqual(["baseline jax-eagerrunning…", "dce on cpuwaiting"]);
+    expect(el.querySelector(".gx-progress")!.textContent).toContain("(2/3)");
+  });
+
+  it("keeps the run tab's choices in the model and sends them with a run", async () => {
+    const sent: unknown[] = [];
+    model.send = (content: unknown) => sent.push(content);
+    model.set("interactive", true);
+    model.set("backends", ["reference", "cpu"]);
+    model.set("run_backends", ["cpu"]);
+    model.set("tab", "run");
+    model.save_changes();
+    await flush();
+    const box = (b: string) => el.querySelector(`.gx-backend input[value="${b}"]`) as HTMLInputElement;
+    expect(box("reference").checked).toBe(false);
+    expect(box("cpu").checked).toBe(true);
+    box("reference").click();
+    (el.querySelector(".gx-baselines input") as HTMLInputElement).click();
+    await flush();
+    expect(model.get("run_backends")).toEqual(["reference", "cpu"]);
+    expect(model.get("run_baselines")).toBe(false);
+    model.set("run_state", { running: false, done: 1, total: 1, message: "measured 1 runs", pending: [] });
+    model.save_changes();
+    await flush(); // redrawn: the choices stay
+    expect(box("reference").checked).toBe(true);
+    (el.querySelector(".gx-run") as HTMLButtonElement).click();
+    expect(sent).toEqual([{ type: "run", backends: ["reference", "cpu"], baselines: false, stage: 0 }]);
+  });
+
+  it("pans and zooms the two graphs together unless told not to", async () => {
+    model.set("index", 1);
+    model.save_changes();
+    await flush();
+    const box = (side: string) => el.querySelector(`.gx-pane-${side} svg`)!.getAttribute("viewBox");
+    const zoomIn = (side: string) => (el.querySelector(`.gx-pane-${side} .gx-zoom[title="zoom in"]`) as HTMLButtonElement).click();
+    const sync = el.querySelector(".gx-sync input") as HTMLInputElement;
+    expect(sync.checked).toBe(true);
+    const [b0, a0] = [box("before"), box("after")];
+    zoomIn("before");
+    const [b1, a1] = [box("before"), box("after")];
+    expect(b1).not.toBe(b0);
+    expect(a1).not.toBe(a0);
+    sync.click();
+    await flush();
+    expect(model.get("sync_panes")).toBe(false);
+    zoomIn("before");
+    expect(box("before")).not.toBe(b1);
+    expect(box("after")).toBe(a1);
   });
 });

@@ -11,6 +11,7 @@ export function expect<T>(actual: T) {
     toContain: (part: string) => assert.ok(String(actual).includes(part), `${JSON.stringify(actual)} lacks ${JSON.stringify(part)}`),
     toMatch: (re: RegExp) => assert.match(String(actual), re),
     not: {
+      toBe: (want: unknown) => assert.notEqual(actual, want),
       toBeNull: () => assert.notEqual(actual, null),
       toMatch: (re: RegExp) => assert.doesNotMatch(String(actual), re),
     },

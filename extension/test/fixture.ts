@@ -32,6 +32,7 @@ export function fixture(): ExportData {
       search: "",
       tab: "diff",
       selected_rewrite: -1,
+      sync_panes: true,
       backends: [],
       run_rows: [],
       run_state: { running: false, done: 0, total: 0, message: "" },

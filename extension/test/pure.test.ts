@@ -1,8 +1,9 @@
 import { describe, it } from "node:test";
 import { expect } from "./expect";
 import { delta, formatBytes, formatCount, formatSeconds } from "../src/format";
-import { centreOn, initialView, zoomAt } from "../src/panzoom";
+import { centreOn, initialView, panBy, zoomAt } from "../src/panzoom";
 import { barFractions, timelinePath } from "../src/plot";
+import { versus } from "../src/views";
 import { findHits, matches } from "../src/search";
 import { stepIndex, visibleIndices } from "../src/stepping";
 import type { StageSummary } from "../src/types";
@@ -84,5 +85,22 @@ describe("pan and zoom", () => {
     const v = zoomAt({ x: 0, y: 0, w: 100, h: 100 }, 2, 50, 50);
     expect(v).toEqual({ x: 25, y: 25, w: 50, h: 50 });
     expect(centreOn(v, { x: 90, y: 90, w: 20, h: 20 })).toEqual({ x: 75, y: 75, w: 50, h: 50 });
+  });
+});
+
+describe("synchronised panes", () => {
+  it("pans by screen pixels at the pane's scale", () => {
+    expect(panBy({ x: 10, y: 10, w: 100, h: 100 }, 20, -40, 2)).toEqual({ x: 0, y: 30, w: 100, h: 100 });
+    expect(panBy({ x: 0, y: 0, w: 1, h: 1 }, 3, 4, 0)).toEqual({ x: -3, y: -4, w: 1, h: 1 });
+  });
+});
+
+describe("run rows", () => {
+  it("compares a time with jax.jit's", () => {
+    expect(versus(0.002, 0.001)).toBe("2.00× slower");
+    expect(versus(0.001, 0.004)).toBe("4.00× faster");
+    expect(versus(0.001, 0.001)).toBe("same");
+    expect(versus(null, 0.001)).toBe("");
+    expect(versus(0.001, null)).toBe("");
   });
 });

@@ -126,14 +126,42 @@ def test_gambit_cell_steps_with_the_keys(lab, page) -> None:  # type: ignore[no-
     assert "after" in root.locator(".gx-hits").inner_text()
     root.locator(".gx-search").fill("")
 
-    # run the stage from the run tab: progress, then a second row
+    # the two graphs pan and zoom together (on by default)
+    views = "() => [...document.querySelectorAll('.gx-root .gx-canvas > svg')]" \
+            ".map(s => s.getAttribute('viewBox'))"
+    first = page.evaluate(views)
+    root.locator(".gx-pane-before .gx-canvas").hover()
+    page.mouse.wheel(0, -300)
+    page.wait_for_timeout(200)
+    moved = page.evaluate(views)
+    assert moved[0] != first[0] and moved[1] != first[1], (first, moved)
+
+    # the run tab: the stage on cpu against NumPy, JAX eager and jax.jit, row by row
     root.locator('[data-tab="run"]').click()
     assert root.locator(".gx-runs tbody tr").count() == 1  # the magic ran the final stage
+    page.evaluate("""() => {
+        window.gxSawPending = false;
+        new MutationObserver(() => {
+            if (document.querySelector('.gx-root .gx-run-pending')) window.gxSawPending = true;
+        }).observe(document.querySelector('.gx-root .gx-tabbody'), {childList: true, subtree: true});
+    }""")
+    for box in root.locator(".gx-backend input").all():
+        if box.get_attribute("value") != "cpu":
+            box.uncheck()
     root.locator(".gx-run").click()
     page.wait_for_function(
-        "() => document.querySelectorAll('.gx-root .gx-runs tbody tr').length >= 2",
-        timeout=60_000)
-    assert "✓" in root.locator(".gx-runs tbody tr").nth(1).inner_text()
+        "() => document.querySelectorAll('.gx-root .gx-run-baseline').length === 3"
+        " && !document.querySelector('.gx-root .gx-run-pending')"
+        " && !document.querySelector('.gx-root .gx-progress.gx-running')", timeout=180_000)
+    assert page.evaluate("() => window.gxSawPending"), "no progress was shown while running"
+    rows = root.locator(".gx-runs tbody tr")
+    labels = [rows.nth(k).locator("td").first.inner_text() for k in range(rows.count())]
+    stage_name = trace.stages[changed[1]].name
+    assert [t.split()[0] for t in labels[:3]] == ["NumPy", "JAX", "jax.jit"], labels
+    assert f"{stage_name} on cpu" in labels, labels
+    for k in range(rows.count()):
+        assert "✓" in rows.nth(k).inner_text(), rows.nth(k).inner_text()
+    assert root.locator(".gx-runs .gx-bar-time").count() == rows.count()
     shot(page, "06-run")
 
     assert page.evaluate("() => window.pwned") is None  # the hostile comment stayed text

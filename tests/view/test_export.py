@@ -53,10 +53,11 @@ def test_json_for_script_escapes_everything_that_could_end_a_script():
 
 
 def test_widget_export_includes_runs(toy_trace, tmp_path):
-    w = toy_trace.widget()
+    w = toy_trace.widget(repeats=1)
     w.run(["reference"], stage=4)
     path = tmp_path / "w.html"
     w.to_html(path)
     blob = path.read_text().split('id="gambit-data">')[1].split("</script>")[0]
     rows = json.loads(blob)["state"]["run_rows"]
-    assert [r["stage"] for r in rows] == [4]
+    assert [r["stage"] for r in rows] == [None, None, None, 4]
+    assert [r["label"] for r in rows[:3]] == ["NumPy", "JAX eager", "jax.jit"]

@@ -64,11 +64,27 @@ def test_setup_statements_run_normally(ip, shown):
     assert len(shown) == 1
 
 
-def test_compare_runs_every_backend(ip, shown):
+def test_compare_measures_against_the_baselines_and_shows_the_table(ip, shown):
+    from explorer.compare import Comparison
+
     r = run(ip, "%%gambit --compare --pipeline none\n" + CELL)
     assert r.error_in_exec is None
-    widget = shown[0]
-    assert widget.tab == "run" and {row["backend"] for row in widget.run_rows} == set(gx.trace.BACKENDS)
+    np.testing.assert_allclose(r.result, 2.0 * np.arange(12).sum())
+    widget, table = shown
+    assert widget.tab == "run"
+    rows = widget.run_rows
+    assert [r["label"] for r in rows[:3]] == ["NumPy", "JAX eager", "jax.jit"]
+    assert {row["backend"] for row in rows[3:]} == set(gx.trace.BACKENDS)
+    assert isinstance(table, Comparison) and table.figure is not None
+    assert [m.label for m in table.rows][:3] == ["numpy", "jax-eager", "jax-jit"]
+    assert len(table.rows) == len(rows)  # the same runs, measured once
+
+
+def test_default_run_is_one_row_without_baselines(ip, shown):
+    r = run(ip, "%%gambit --pipeline none\n" + CELL)
+    assert r.error_in_exec is None
+    [row] = shown[0].run_rows
+    assert row["kind"] == "stage" and row["ok"]
 
 
 @pytest.mark.parametrize("cell, message", [

@@ -72,54 +72,117 @@ def test_selection_is_reset_on_step(toy_trace):
     assert w.selected_rewrite == -1
 
 
-def test_run_reports_progress_rows_and_check(toy_trace):
-    w = toy_trace.widget()
+def test_run_measures_against_the_baselines_with_progress_per_row(toy_trace):
+    w = toy_trace.widget(repeats=2)
     states = []
     w.observe(lambda ch: states.append(dict(ch["new"])), names="run_state")
+    counts = []
+    w.observe(lambda ch: counts.append(len(ch["new"])), names="run_rows")
     w.index = 4
-    [row] = w.run(["reference"])
-    assert row["ok"] is True and row["error"] == "" and row["seconds"] > 0
-    assert row["peak_bytes"] >= 0 and row["label"] == "drop-unused · reference"
-    assert states[0]["running"] and "1/1" in states[0]["message"]
-    assert not states[-1]["running"] and states[-1]["done"] == 1
-    assert w.run_rows == [row]
+    rows = w.run(["reference"])
+    assert [r["label"] for r in rows] == ["NumPy", "JAX eager", "jax.jit", "drop-unused on reference"]
+    assert [r["kind"] for r in rows] == ["baseline"] * 3 + ["stage"]
+    assert all(r["ok"] is True and r["error"] == "" and r["seconds"] > 0 for r in rows), rows
+    assert all(r["min_seconds"] <= r["seconds"] and r["repeats"] == 2 for r in rows)
+    assert rows[-1]["check"].startswith("matches (rel. error") and rows[-1]["stage"] == 4
+    assert rows[0]["peak_bytes"] >= 0 and rows[0]["peak_how"] == "tracemalloc"
+    jit = rows[2]
+    assert jit["peak_how"] in ("XLA memory_analysis", "device peak")
+    # progress: one state per row, each naming the rows still to come, then a final one
+    assert [s["done"] for s in states] == [0, 1, 2, 3, 4] and counts == [1, 2, 3, 4]
+    assert states[0]["pending"][0] == "baseline numpy" and "(1/4)" in states[0]["message"]
+    assert states[3]["pending"] == ["drop-unused on reference"] and states[3]["running"]
+    assert not states[-1]["running"] and states[-1]["pending"] == []
+    assert w.run_rows == rows
     assert w.kernels == []  # the reference interpreter generates none
 
 
+def test_baselines_are_measured_once_and_rows_replaced(toy_trace):
+    w = toy_trace.widget(repeats=1)
+    w.run(["reference"], stage=1)
+    w.run(["reference"], stage=2)
+    again = w.run(["reference"], stage=1)
+    assert [r["key"] for r in again] == ["1:reference"]  # the baselines were not measured again
+    assert [r["key"] for r in w.run_rows] == ["baseline:numpy", "baseline:jax-eager",
+                                              "baseline:jax-jit", "1:reference", "2:reference"]
+    w.run(["reference"], stage=3, baselines=False)
+    assert w.run_rows[-1]["key"] == "3:reference"
+
+
+def test_comparison_is_compares_table_of_the_same_runs(toy_trace):
+    w = toy_trace.widget(repeats=1)
+    w.run(["reference", "no-such-backend"], stage=4)
+    assert "no-such-backend" in w.run_rows[-1]["error"]
+    table = w.comparison()  # runs that failed have no measurement to show
+    assert [r.label for r in table.rows] == ["numpy", "jax-eager", "jax-jit",
+                                             "drop-unused on reference"]
+    assert table.figure is not None and "<svg" in table._repr_html_()
+
+
 def test_run_message_from_the_front_end(toy_trace):
-    w = toy_trace.widget()
-    w._on_message(w, {"type": "run", "backends": ["reference", "nope"], "stage": 2}, [])
+    w = toy_trace.widget(repeats=1)
+    w._on_message(w, {"type": "run", "backends": ["reference", "nope"], "stage": 2,
+                      "baselines": False}, [])
     assert [(r["stage"], r["backend"]) for r in w.run_rows] == [(2, "reference")]
     w._on_message(w, {"type": "something else"}, [])
     assert len(w.run_rows) == 1
+    w._on_message(w, {"type": "run", "backends": [], "stage": 2}, [])
+    assert [r["kind"] for r in w.run_rows] == ["baseline"] * 3 + ["stage"]
+
+
+def test_a_run_message_uses_the_choices_the_front_end_wrote_back(toy_trace):
+    w = toy_trace.widget(repeats=1, backends=["reference", "jax"])
+    assert w.run_backends == ["reference", "jax"] and w.run_baselines
+    w.run_backends, w.run_baselines = ["jax"], False
+    w._on_message(w, {"type": "run", "stage": 1}, [])
+    assert [r["key"] for r in w.run_rows] == ["1:jax"]
 
 
 def test_a_failing_backend_is_a_row_not_a_crash(toy_trace):
     w = toy_trace.widget()
-    [row] = w.run(["gpu"])
-    assert row["ok"] is None and "gpu" in row["error"]
+    [row] = w.run(["gpu"], baselines=False)
+    assert row["ok"] is None and "gpu" in row["error"] and row["seconds"] is None
+
+
+def test_a_trace_without_a_function_says_its_jax_baselines_cannot_run(toy_trace):
+    from explorer.trace import Trace
+
+    bare = Trace(toy_trace.traced, toy_trace.stages, toy_trace.example_args)  # as xla_pipeline's
+    w = bare.widget(repeats=1)
+    rows = w.run(["reference"], stage=1)
+    by = {r["backend"]: r for r in rows}
+    assert by["numpy"]["ok"] and by["reference"]["ok"]
+    for name in ("jax-eager", "jax-jit"):
+        assert by[name]["seconds"] is None and "no Python function" in by[name]["error"]
+    assert [r.label for r in w.comparison(plot=False).rows] == ["numpy",
+                                                                "mul-two-to-add on reference"]
 
 
 def test_kernels_come_from_runs(toy_trace, monkeypatch):
-    from explorer.backends.result import Kernel, RunResult
+    from explorer.backends import dispatch
+    from explorer.backends.result import Kernel
 
-    w = toy_trace.widget()
-    real = toy_trace.run
+    w = toy_trace.widget(repeats=1)
+    real = dispatch.run_graph
 
-    def run_with_kernels(*args, backend="reference", stage=-1):
-        r = real(*args, backend="reference", stage=stage)
-        return RunResult(r.value, r.seconds, r.peak_bytes, backend,
-                         (Kernel("fused_0", "void fused_0() {}", 1e-6),))
+    def run_with_kernels(graph, args, backend="reference", memory_limit=None):
+        outs, seconds, peak, _ = real(graph, args, "reference", memory_limit)
+        return outs, seconds, peak, (Kernel("fused_0", "void fused_0() {}", 1e-6),)
 
-    monkeypatch.setattr(toy_trace, "run", run_with_kernels)
+    monkeypatch.setattr(dispatch, "run_graph", run_with_kernels)
     w.index = 3
-    w.run(["reference"])
+    w.run(["reference"], baselines=False)
     assert w.kernels == [{"backend": "reference", "name": "fused_0",
                           "source": "void fused_0() {}", "seconds": 1e-6}]
     w.index = 2
     assert w.kernels == []
     w.index = 3
     assert len(w.kernels) == 1
+
+
+def test_panes_are_synchronised_by_default(toy_trace):
+    assert toy_trace.widget().sync_panes is True
+    assert toy_trace.widget(sync_panes=False).sync_panes is False
 
 
 def test_static_fallback_for_saved_notebooks(toy_trace):
@@ -129,3 +192,27 @@ def test_static_fallback_for_saved_notebooks(toy_trace):
     page = data["text/html"]
     assert "prog&lt;&amp;&gt;" in page and "<script" not in page
     assert page.count("<tr") == 1 + len(toy_trace.stages) and "<svg" in page
+
+
+def test_static_fallback_collapses_a_large_graph():
+    import jax.numpy as jnp
+    import numpy as np
+
+    import explorer as gx
+    from explorer.view.summary import SUMMARY_MAX_NODES, summary_html
+
+    def unrolled(x, w):
+        for _ in range(40):
+            h = jnp.tanh(x @ w)
+            g = h * 0.5 + x
+            x = g / (1.0 + jnp.sum(g * g))
+        return x
+
+    a = np.ones((4, 4), np.float32)
+    trace = gx.explore(unrolled, a, a, pipeline=[])
+    assert len(trace.final.graph) > SUMMARY_MAX_NODES
+    page = summary_html(trace)
+    assert "<svg" in page and "repeated source lines collapsed" in page
+    boxes, edges = page.count('class="node'), page.count('class="edge')
+    assert boxes == 6  # w, x, one box per line of the loop, the output
+    assert edges <= 2 * boxes  # one edge per pair of boxes, not one per pair of nodes
