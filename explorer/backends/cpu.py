@@ -17,7 +17,6 @@ import importlib.util
 import os
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,30 +224,9 @@ class CpuExecutable:
         kernels = self.all_kernels()
         for k in kernels:
             k.seconds = 0.0
-        outputs, seen = set(self.graph.outputs), set()
-        state = {"outputs": 0, "peak": 0}
-
-        def after_step(n: Node, value: object) -> None:
-            if n.id in outputs:
-                state["outputs"] += reference._new_buffer_bytes(value, args, seen)
-            _, peak = tracemalloc.get_traced_memory()
-            state["peak"] = max(state["peak"], peak - base - state["outputs"])
-            tracemalloc.reset_peak()
-
-        started_here = not tracemalloc.is_tracing()
-        if started_here:
-            tracemalloc.start()
-        try:
-            base, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            t0 = time.perf_counter()
-            outs = self.evaluate(args, after_step)
-            seconds = time.perf_counter() - t0
-        finally:
-            if started_here:
-                tracemalloc.stop()
+        outs, seconds, peak = reference.measured(self.graph, args, lambda hook: self.evaluate(args, hook))
         listed = tuple(Kernel(k.name, k.source, k.seconds) for k in kernels)
-        return outs, seconds, max(0, state["peak"]), listed
+        return outs, seconds, peak, listed
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         return reference.check_args(self.graph, args)

@@ -129,11 +129,19 @@ def evaluate(g: Graph, args: Sequence[np.ndarray],
 
 
 def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, int]:
-    """(outputs, seconds, peak bytes of temporaries measured with tracemalloc).
-
-    The peak is taken step by step: after each node, the step's traced peak less the output
-    buffers that exist by then (the program's results are not temporaries)."""
+    """(outputs, seconds, peak bytes of temporaries measured with tracemalloc)."""
     args = check_args(g, args)
+    return measured(g, args, lambda hook: evaluate(g, args, hook))
+
+
+def measured(g: Graph, args: Sequence[np.ndarray],
+             execute: Callable[[Callable[[Node, object], None]], list[np.ndarray]],
+             ) -> tuple[list[np.ndarray], float, int]:
+    """Run `execute(after_step)` (an interpreter loop over `g` that calls the hook after each
+    node) and measure it: (outputs, seconds, peak bytes of temporaries). The peak is taken
+    step by step: after each node, the step's traced peak less the output buffers that exist
+    by then (the program's results are not temporaries). Every backend that runs on NumPy
+    measures itself through this."""
     outputs = set(g.outputs)
     seen: set[int] = set()
     state = {"outputs": 0, "peak": 0}
@@ -160,7 +168,7 @@ def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, 
         base, _ = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         t0 = time.perf_counter()
-        outs = evaluate(g, args, after_step)
+        outs = execute(after_step)
         seconds = time.perf_counter() - t0
     finally:
         if started_here:
