@@ -1,0 +1,93 @@
+"""What an op *is*, as the op table declares it and every planner, fuser, codegen, memory
+model and importer reads it: its kind, whether it is a view, the monoid of a reduction, what
+the split and fuse passes may do with it, and each code generator's scalar form.
+
+These are plain data; ir/ops.py fills them in, row by row. Nothing outside `explorer/ir`
+should list ops by name to learn one of these facts: it asks the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class OpKind(str, Enum):
+    """The broad class of an op (a str, so `row.kind == "elementwise"` reads naturally)."""
+
+    ELEMENTWISE = "elementwise"  # one element of the result from the same element of each input
+    REDUCE = "reduce"  # folds axes away (a monoid, or argmax/argmin)
+    SHAPE = "shape"  # moves or re-indexes elements, computes nothing
+    DOT = "dot"  # dot_general
+    SOURCE = "source"  # parameter, constant, iota: no inputs
+    REGION = "region"  # carries graph bodies (kernel, loop, call, while, conditional)
+    OTHER = "other"  # sort, top_k, cumulative ops, opaque
+
+
+class View(str, Enum):
+    """Whether an op's result aliases its input's buffer (as NumPy views do)."""
+
+    NONE = "none"  # allocates its result
+    STRIDED = "strided"  # always a view, possibly non-contiguous (broadcast, transpose, slice)
+    RESHAPE = "reshape"  # a view of a contiguous input, a copy of a strided one
+
+
+@dataclass(frozen=True)
+class Monoid:
+    """An associative combine with an identity: how a reduction's partial results merge.
+
+    `name` is the combine's name in a `loop`'s combine specs; `array_fn` the function of that
+    name in an array namespace (NumPy, CuPy, jax.numpy); `identity` one of "zero", "one",
+    "lowest", "highest", "true", "false"; `hlo` the opcode of XLA's reducer computation."""
+
+    name: str
+    array_fn: str
+    identity: str
+    hlo: str
+
+
+MONOIDS: dict[str, Monoid] = {m.name: m for m in (
+    Monoid("add", "add", "zero", "add"),
+    Monoid("mul", "multiply", "one", "multiply"),
+    Monoid("max", "maximum", "lowest", "maximum"),
+    Monoid("min", "minimum", "highest", "minimum"),
+    Monoid("and", "logical_and", "true", "and"),
+    Monoid("or", "logical_or", "false", "or"),
+)}
+
+
+class Split(str, Enum):
+    """What the split planner may do with an op when one of its operands is split."""
+
+    NONE = "none"  # a barrier: the region stops here
+    MAP = "map"  # chunks map to chunks (elementwise, and shape ops with per-op axis rules)
+    ACCUMULATE = "accumulate"  # reduces the split axis away: chunk results fold with a monoid
+    ARG = "arg"  # argmax/argmin across the split axis: value and index merge
+    TOP_K = "top_k"  # top_k across the split axis: running top k merge
+
+
+class Fuse(str, Enum):
+    """What the fuse pass may do with an op."""
+
+    NONE = "none"  # never inside a generated kernel
+    POINTWISE = "pointwise"  # a member of a kernel's iteration space
+    REDUCTION = "reduction"  # the (one) reduction of a kernel
+
+
+# A code generator's scalar form of an elementwise op: (operand expressions, node) -> expression.
+ScalarExpr = Callable[[list[str], Any], str]
+
+
+class _FallsBack:
+    """The explicit mark that a code generator has no scalar form for an op: kernels holding
+    it run on the reference interpreter, as a visible choice."""
+
+    def __repr__(self) -> str:
+        return "FALLS_BACK"
+
+
+FALLS_BACK: Any = _FallsBack()
+# The code generators' dialects, each of which every elementwise row must address.
+DIALECTS = ("numba", "cuda")
