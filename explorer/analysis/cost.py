@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node
 from ..ir.ops import OPS
-from .memory import ALIASING_OPS, plan
+from ..ir.traits import OpKind, View
+from .memory import plan
 
 
 @dataclass(frozen=True)
@@ -20,14 +21,15 @@ class Cost:
 
 
 def node_flops(g: Graph, n: Node) -> int:
-    if OPS[n.op].kind == "source":
+    if OPS[n.op].kind == OpKind.SOURCE:
         return 0
     return int(OPS[n.op].flops([g[i].type for i in n.inputs], n.type, n.attrs))  # type: ignore[arg-type]
 
 
 def node_bytes(g: Graph, n: Node) -> int:
-    """Bytes read plus written; ops that only re-index their input move nothing."""
-    if OPS[n.op].kind == "source" or n.op in ALIASING_OPS:
+    """Bytes read plus written; sources and views (which only re-index their input) move
+    nothing."""
+    if OPS[n.op].kind == OpKind.SOURCE or OPS[n.op].view != View.NONE:
         return 0
     return sum(g[i].type.nbytes for i in n.inputs) + n.type.nbytes
 

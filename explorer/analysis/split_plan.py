@@ -3,9 +3,11 @@
 Starting from a large tensor and one of its axes, the region grows to every producer and user
 through which that dimension maps (elementwise ops, broadcasts, transposes, reshapes that keep
 it whole, dot_general free and batch dims, reductions and top_k along other axes) and stops at
-nodes that reduce it away: sums and dot contractions accumulate, max/min/prod/and/or
-accumulate, argmax/argmin and top_k merge. Such a node is an *exit*: its axis is None and the
-region does not grow past it. Every region node has one axis; a conflict rejects the region.
+nodes that reduce it away: reductions and dot contractions accumulate with their monoid,
+argmax/argmin and top_k merge. Such a node is an *exit*: its axis is None and the region does
+not grow past it. Every region node has one axis; a conflict rejects the region. The op
+table's `split` trait says which ops take part at all (Split.NONE is a barrier) and how an
+exit merges; the axis rules of the shape ops are here.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.ops import OPS, dot_dims
+from ..ir.traits import OpKind, Split
 
 Axes = tuple[int | None, ...]  # per operand: the axis that is split, or None (passed whole)
 
-# Reductions along the split dimension -> how the loop accumulates their chunk results.
-EXIT_KIND = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
-             "reduce_prod": "mul", "reduce_and": "and", "reduce_or": "or",
-             "dot_general": "add", "argmax": "argmax", "argmin": "argmin", "top_k": "top_k"}
-SOURCES = frozenset({"parameter", "constant", "iota"})
+
+def exit_kind(op: str) -> str:
+    """How a loop merges the chunk results of an exit: its monoid's name for an op that
+    accumulates (reductions, dot_general), else the split trait ("arg", "top_k")."""
+    row = OPS[op]
+    if row.split == Split.ACCUMULATE and row.monoid is not None:
+        return row.monoid.name
+    return row.split.value
+
+
+def _source(n: Node) -> bool:
+    return OPS[n.op].kind == OpKind.SOURCE
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,9 @@ def _reshape_axis(src: tuple[int, ...], dst: tuple[int, ...], axis: int) -> int 
 def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
     """`n` computes chunks along result axis `axis`: which operand axes does it read?"""
     kind, a = OPS[n.op].kind, n.attrs
-    if kind == "elementwise" or n.op in ("concatenate", "sort", "get_tuple_element"):
+    if OPS[n.op].split == Split.NONE:
+        return None
+    if kind == OpKind.ELEMENTWISE or n.op in ("concatenate", "sort", "get_tuple_element"):
         if n.op == "concatenate" and a["dimension"] == axis:
             return None
         if n.op == "sort" and a["dimension"] == axis:
@@ -92,7 +104,7 @@ def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
         return None if a["axis"] == axis else Step(axis, (axis,))
     if n.op == "top_k":
         return None if a.get("axis", _rank(g, n.inputs[0]) - 1) == axis else Step(axis, (axis,))
-    if kind == "reduce":
+    if kind == OpKind.REDUCE:
         kept = [i for i in range(_rank(g, n.inputs[0])) if i not in a["axes"]]
         return Step(axis, (kept[axis],))
     if n.op == "dot_general":
@@ -109,13 +121,14 @@ def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
 
 def step_from_operand(g: Graph, n: Node, pos: int, axis: int, size: int) -> Step | None:
     """Operand `pos` of `n` is split along `axis`: how does `n` split (None: it cannot)?"""
-    a = n.attrs
-    if n.op in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-                "reduce_or", "argmax", "argmin"):
+    a, row = n.attrs, OPS[n.op]
+    if row.split == Split.NONE:
+        return None
+    if row.kind == OpKind.REDUCE:  # the monoid reductions and argmax/argmin
         if axis in a["axes"]:
             return Step(None, (axis,))
         return Step(axis - sum(1 for r in a["axes"] if r < axis), (axis,))
-    if n.op == "top_k":
+    if row.split == Split.TOP_K:
         if a.get("axis", _rank(g, n.inputs[0]) - 1) == axis:
             return Step(None, (axis,))
         return Step(axis, (axis,))
@@ -173,7 +186,7 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
     consistent or not convex (a value leaving it would have to come back in)."""
     size = _shape(g, seed)[axis]
     first = step_from_result(g, g[seed], axis, size)
-    if first is None or size < 2 or g[seed].op in SOURCES:
+    if first is None or size < 2 or _source(g[seed]):
         return None
     steps: dict[int, Step] = {seed: first}
     work = [seed]
@@ -185,14 +198,14 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
                 if steps[i].axis != ax or ax is None:
                     return None
                 continue
-            if ax is None or g[i].op in SOURCES or not (pull or n.op == "get_tuple_element"):
+            if ax is None or _source(g[i]) or not (pull or n.op == "get_tuple_element"):
                 continue
             back = step_from_result(g, g[i], ax, size)
             if back is not None:
                 steps[i] = back
                 work.append(i)
         if st.axis is None:
-            if n.op == "top_k":  # its element reads belong to the merge
+            if OPS[n.op].split == Split.TOP_K:  # its element reads belong to the merge
                 for u in g.users.get(n.id, ()):
                     steps.setdefault(u, Step(None, (None,)))
             continue

@@ -13,25 +13,22 @@ This module only writes text (no CuPy needed): tests check the text, gpu.py comp
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Node
+from ..ir.ops import OPS
+from ..ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
 from .kernel_plan import (
-    REDUCE_COMBINE,
     Access,
     KernelPlan,
     PlanError,
     broadcast_access,
+    combine_of,
     param_access,
 )
 
-C_TYPES = {"pred": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
-           "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int",
-           "u64": "unsigned long long", "f32": "float", "f64": "double"}
+DIALECT = "cuda"  # the op table's scalar forms this generator reads
 
 # Device helpers every kernel may call (NaN-propagating max/min as np.maximum; lax's integer
 # division and remainder, which truncate and give 0 for a zero divisor).
@@ -46,9 +43,9 @@ __device__ inline double _nan() { return __longlong_as_double(0x7ff8000000000000
 
 
 def c_type(d: str) -> str:
-    if d not in C_TYPES:
+    if d not in dtypes.C_TYPES:
         raise PlanError(f"element type {d} has no CUDA kernel here")
-    return C_TYPES[d]
+    return dtypes.C_TYPES[d]
 
 
 def cupy_type(d: str) -> str:
@@ -57,76 +54,26 @@ def cupy_type(d: str) -> str:
     return "bool" if d == "pred" else dtypes.to_numpy(d).name
 
 
-def _f(name: str) -> Callable[[list[str], Node], str]:
-    return lambda a, n: f"{name}({', '.join(a)})"
+def _expr(n: Node) -> ScalarExpr:
+    """The op table's CUDA form of `n`'s op; an op that falls back raises PlanError."""
+    form = OPS[n.op].scalar.get(DIALECT, FALLS_BACK)
+    if form is FALLS_BACK:
+        raise PlanError(f"{n.op} has no CUDA form in the GPU code generator")
+    return form
 
-
-def _bin(op: str) -> Callable[[list[str], Node], str]:
-    return lambda a, n: f"({a[0]} {op} {a[1]})"
-
-
-def _select(a: list[str], n: Node) -> str:
-    pred, *cases = a
-    expr = cases[-1]
-    for k in range(len(cases) - 2, -1, -1):
-        expr = f"({pred} == {k} ? {cases[k]} : {expr})"
-    return expr
-
-
-def _convert(a: list[str], n: Node) -> str:
-    new = n.attrs["new_dtype"]
-    if new == "pred":
-        return f"({a[0]} != 0)"
-    if dtypes.is_int(new):
-        return f"_to_int<{c_type(new)}>({a[0]})"
-    return f"(({c_type(new)}){a[0]})"
-
-
-def _integer_pow(a: list[str], n: Node) -> str:
-    y = int(n.attrs["y"])
-    prod = " * ".join([a[0]] * abs(y)) if y else "1"
-    return f"(1 / ({prod}))" if y < 0 else f"({prod})"
-
-
-def _by_kind(int_form: str, float_form: str) -> Callable[[list[str], Node], str]:
-    return lambda a, n: (int_form if dtypes.is_int(n.dtype) else float_form).format(*a)
-
-
-EXPR: dict[str, Callable[[list[str], Node], str]] = {
-    "neg": lambda a, n: f"(-{a[0]})", "abs": lambda a, n: f"({a[0]} < 0 ? -{a[0]} : {a[0]})",
-    "sign": lambda a, n: f"(({a[0]} > 0) - ({a[0]} < 0))",
-    **{op: _f(op) for op in ("exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt",
-                             "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-                             "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "floor", "ceil",
-                             "atan2", "pow", "nextafter")},
-    "erf_inv": _f("erfinv"), "is_finite": _f("isfinite"),
-    "logistic": lambda a, n: f"(1 / (1 + exp(-{a[0]})))",
-    "square": lambda a, n: f"({a[0]} * {a[0]})",
-    "not": lambda a, n: f"(!{a[0]})" if n.dtype == "pred" else f"(~{a[0]})",
-    "round": lambda a, n: f"rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"round({a[0]})",
-    "integer_pow": _integer_pow, "copy": lambda a, n: a[0],
-    "add": _bin("+"), "add_any": _bin("+"), "sub": _bin("-"), "mul": _bin("*"),
-    "div": _by_kind("_idiv({0}, {1})", "({0} / {1})"),
-    "rem": _by_kind("_irem({0}, {1})", "fmod({0}, {1})"),
-    "max": _f("_max"), "min": _f("_min"),
-    "eq": _bin("=="), "ne": _bin("!="), "lt": _bin("<"), "le": _bin("<="), "gt": _bin(">"),
-    "ge": _bin(">="), "and": _bin("&"), "or": _bin("|"), "xor": _bin("^"),
-    "select_n": _select, "clamp": lambda a, n: f"_min(_max({a[1]}, {a[0]}), {a[2]})",
-    "convert_element_type": _convert,
-}
 
 REDUCE_EXPR = {"add": "a + b", "mul": "a * b", "max": "_max(a, b)", "min": "_min(a, b)",
                "and": "a & b", "or": "a | b"}
 
 
 def identity(kind: str, d: str) -> str:
-    if kind in ("max", "min") and d != "pred":
-        if dtypes.is_float(d):
-            return "-_inf()" if kind == "max" else "_inf()"
-        info = np.iinfo(dtypes.to_numpy(d))
-        return str(info.min if kind == "max" else info.max)
-    return {"add": "0", "mul": "1", "and": "true", "or": "false", "max": "false",
-            "min": "true"}[kind]
+    """The C literal of monoid `kind`'s identity for element type `d`."""
+    v = MONOIDS[kind].identity_value(d)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "-_inf()" if v < 0 else "_inf()"
+    return str(v)
 
 
 def literal(n: Node) -> str:
@@ -206,9 +153,7 @@ class _Values:
             if n.op == "constant":
                 self.lines.append(f"const {c_type(n.dtype)} v{n.id} = {literal(n)};")
                 continue
-            if n.op not in EXPR:
-                raise PlanError(f"{n.op} has no CUDA form in the GPU code generator")
-            expr = EXPR[n.op]([self.of(i) for i in n.inputs], n)
+            expr = _expr(n)([self.of(i) for i in n.inputs], n)
             self.lines.append(f"const {c_type(n.dtype)} v{n.id} = ({c_type(n.dtype)}){expr};")
 
     def params(self) -> str:
@@ -227,7 +172,7 @@ def generate(plan: KernelPlan, name: str) -> GpuKernelCode:
                              operation="\n".join(vals.lines) + "\n", accesses=vals.accesses,
                              shape=plan.out_shape)
     red = plan.reduce
-    kind = REDUCE_COMBINE[red.op]
+    kind = combine_of(red)
     pro = _Values(plan, plan.loop_shape)
     pro.emit(plan.prologue)
     args = [f"a{k}" for k in range(len(pro.accesses))]

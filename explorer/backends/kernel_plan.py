@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.ops import OPS
-
-REDUCE_COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "max",
-                  "reduce_min": "min", "reduce_and": "and", "reduce_or": "or"}
+from ..ir.traits import Fuse
 
 
 class PlanError(ValueError):
@@ -70,12 +68,12 @@ def plan_kernel(body: Graph) -> KernelPlan:
     if len(body.outputs) != 1 or not isinstance(body[body.outputs[0]].type, TensorType):
         raise PlanError("a kernel with several results")
     output = body[body.outputs[0]]
-    reduces = [n for n in body.nodes if n.op in REDUCE_COMBINE]
+    reduces = [n for n in body.nodes if OPS[n.op].fuse == Fuse.REDUCTION]
     if len(reduces) > 1:
         raise PlanError("a kernel with more than one reduction")
     for n in body.nodes:
-        ok = OPS[n.op].kind == "elementwise" or n.op in ("broadcast_in_dim", "parameter") \
-            or n.op in REDUCE_COMBINE or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
+        ok = OPS[n.op].fuse != Fuse.NONE or n.op == "parameter" \
+            or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
         if not ok:
             raise PlanError(f"{n.op} cannot be part of a generated kernel")
     reduce = reduces[0] if reduces else None
@@ -101,6 +99,13 @@ def plan_kernel(body: Graph) -> KernelPlan:
         if any(i in big for n in epilogue for i in n.inputs):
             raise PlanError("an op after the reduction reads a value from before it")
     return KernelPlan(body, loop_shape, reduce, output.shape, prologue, epilogue, output)
+
+
+def combine_of(reduce: Node) -> str:
+    """The name of the monoid the kernel's reduction folds with (traits.MONOIDS)."""
+    monoid = OPS[reduce.op].monoid
+    assert monoid is not None, reduce.op
+    return monoid.name
 
 
 def param_access(plan: KernelPlan, node: Node, shape: tuple[int, ...]) -> Access:

@@ -56,3 +56,9 @@ def is_bool(name: str) -> bool:
 
 def itemsize(name: str) -> int:
     return _BY_NAME[name].itemsize
+
+
+# The C type of each element type a generated CUDA kernel handles.
+C_TYPES = {"pred": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
+           "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int",
+           "u64": "unsigned long long", "f32": "float", "f64": "double"}

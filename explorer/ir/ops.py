@@ -1,17 +1,26 @@
 """THE op table: every op is one row declaring its name, arity, attributes, shape/dtype rule,
-NumPy reference, FLOP count and JAX lowering.
+NumPy reference, FLOP count and JAX lowering, and what the op *is* (ir/traits.py): its kind,
+whether it is a view, the monoid it folds with, what the split and fuse passes may do with it,
+each code generator's scalar form (or the explicit mark that it falls back) and the HLO
+opcodes that import as it. Planners, passes, code generators and importers read these rows
+rather than listing ops by name.
 
 Semantics follow `jax.lax` (which follows XLA): integer `div` truncates toward zero, `rem`
 is C's fmod, `round` has a rounding method, `select_n` picks `cases[pred]`. The table drives
 the op tests (every row is checked against its `jax.lax` lowering on random inputs), the
 reference interpreter, the verifier, the cost model and the JAX backend.
+
+Region ops (`kernel`, `loop`) are in ir/region_ops.py and the rows of imported HLO (`opaque`,
+`tuple`, `call`, `while`, `conditional`) in ir/hlo_rows.py; this module imports both at its
+end, so OPS is complete whenever it is imported.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -19,6 +28,19 @@ import scipy.special as sp
 
 from . import dtypes
 from .graph import Attrs, Literal, TensorType, TupleType, Type
+from .traits import (
+    DIALECTS,
+    FALLS_BACK,
+    MONOIDS,
+    Fuse,
+    Monoid,
+    OpKind,
+    ScalarExpr,
+    Split,
+    View,
+    by_dtype,
+    scalar_expr,
+)
 
 Ref = Callable[..., Any]
 Infer = Callable[[Sequence[TensorType], Attrs], Type]
@@ -32,7 +54,7 @@ class OpError(TypeError):
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    kind: str  # elementwise | reduce | shape | dot | source | other
+    kind: OpKind
     arity: int | None  # None: variadic
     attrs: tuple[str, ...]
     infer: Infer
@@ -40,6 +62,24 @@ class OpDef:
     flops: Flops
     jax: Callable[..., Any] | None = None  # (*inputs, **attrs) -> jax value(s)
     sample: Callable[[np.random.Generator], tuple[list[np.ndarray], dict]] | None = None
+    # Whether the result aliases the input's buffer (as the NumPy reference's result does).
+    view: View = View.NONE
+    # How partial results over a reduced axis merge: a reduction's fold, dot_general's
+    # contraction (add), argmax/argmin's values (max/min; their indices follow).
+    monoid: Monoid | None = None
+    split: Split = Split.NONE  # what the split planner may do with it
+    fuse: Fuse = Fuse.NONE  # what the fuse pass may do with it
+    # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
+    # elementwise row addresses every dialect.
+    scalar: Mapping[str, ScalarExpr | Any] = field(default_factory=dict)
+    # The HLO opcodes (with the attributes they imply) that import as this op, elementwise.
+    hlo: tuple[tuple[str, dict[str, Any]], ...] = ()
+    optional: tuple[str, ...] = ()  # attributes it lists that may be absent (lax's defaults)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", OpKind(self.kind))
+        object.__setattr__(self, "scalar", MappingProxyType(
+            {d: scalar_expr(f) for d, f in self.scalar.items()}))
 
     def check_arity(self, n: int) -> None:
         if self.arity is not None and n != self.arity:
@@ -51,6 +91,7 @@ OPS: dict[str, OpDef] = {}
 
 def _add(op: OpDef) -> None:
     assert op.name not in OPS, op.name
+    assert op.kind != OpKind.ELEMENTWISE or set(op.scalar) == set(DIALECTS), op.name
     OPS[op.name] = op
 
 
@@ -181,18 +222,41 @@ def _lax(name: str) -> Callable[..., Any]:
     return call
 
 
+def _pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infer, ref: Ref,
+               flops: Flops, jax: Callable[..., Any], sample: Any, *, expr: Any = None,
+               hlo: str | tuple[tuple[str, dict[str, Any]], ...] = (),
+               optional: tuple[str, ...] = (), **dialects: Any) -> None:
+    """An elementwise row: it maps chunks to chunks and fuses pointwise. Scalar forms, as
+    traits.scalar_expr reads them: `expr` is shared by every dialect; a keyword named after a
+    dialect (numba=..., cuda=...) gives that dialect's, and FALLS_BACK says it has none.
+    `hlo`: an opcode name, or (opcode, attrs) pairs."""
+    assert set(dialects) <= set(DIALECTS), f"{name}: unknown dialects {set(dialects) - set(DIALECTS)}"
+    forms = {d: dialects.get(d, expr) for d in DIALECTS}
+    missing = [d for d, f in forms.items() if f is None]
+    assert not missing, f"{name}: no scalar form for {missing} (give one, or FALLS_BACK)"
+    _add(OpDef(name, OpKind.ELEMENTWISE, arity, attrs, infer, ref, flops, jax, sample,
+               split=Split.MAP, fuse=Fuse.POINTWISE, scalar=forms,
+               hlo=((hlo, {}),) if isinstance(hlo, str) else hlo, optional=optional))
+
+
 def _unary(name: str, ref: Ref, cost: int = 1, lax_name: str | None = None,
            require: Callable[[str], bool] | None = _is_float, what: str = "floating-point",
-           out: str | None = None, sample=None) -> None:
-    _add(OpDef(name, "elementwise", 1, (), _elementwise(out, require, what), ref,
-               _per_element(cost), _lax(lax_name or name), sample or _unary_sample()))
+           out: str | None = None, sample=None, **traits: Any) -> None:
+    _pointwise(name, 1, (), _elementwise(out, require, what), ref, _per_element(cost),
+               _lax(lax_name or name), sample or _unary_sample(), **traits)
 
 
 def _binary(name: str, ref: Ref, cost: int = 1, lax_name: str | None = None,
             require: Callable[[str], bool] | None = None, what: str = "",
-            out: str | None = None, sample=None) -> None:
-    _add(OpDef(name, "elementwise", 2, (), _elementwise(out, require, what), ref,
-               _per_element(cost), _lax(lax_name or name), sample or _binary_sample()))
+            out: str | None = None, sample=None, **traits: Any) -> None:
+    _pointwise(name, 2, (), _elementwise(out, require, what), ref, _per_element(cost),
+               _lax(lax_name or name), sample or _binary_sample(), **traits)
+
+
+def _math(name: str, ref: Ref, cost: int = 4, np_name: str | None = None, c_name: str | None = None,
+          **kw: Any) -> None:
+    """A floating-point unary function: np.<np_name> under numba, C's <c_name> under CUDA."""
+    _unary(name, ref, cost, numba=f"np.{np_name or name}", cuda=c_name or name, **kw)
 
 
 def _round(x: np.ndarray, rounding_method: int = 0) -> np.ndarray:
@@ -232,70 +296,109 @@ def _nonzero_sample(dtype: str):
     return sample
 
 
-_unary("neg", np.negative, require=_is_num, what="numeric")
-_unary("exp", np.exp, 4)
-_unary("exp2", np.exp2, 4)
-_unary("log", np.log, 4, sample=_unary_sample(low=0.1, high=3.0))
-_unary("log1p", np.log1p, 4, sample=_unary_sample(low=-0.5, high=3.0))
-_unary("expm1", np.expm1, 4)
-_unary("sqrt", np.sqrt, 2, sample=_unary_sample(low=0.1, high=3.0))
-_unary("rsqrt", lambda x: 1 / np.sqrt(x), 2, sample=_unary_sample(low=0.1, high=3.0))
-_unary("cbrt", np.cbrt, 4)
-_unary("abs", np.abs, require=_is_num, what="numeric")
-_unary("sign", np.sign, require=_is_num, what="numeric")
-_unary("sin", np.sin, 4)
-_unary("cos", np.cos, 4)
-_unary("tan", np.tan, 4, sample=_unary_sample(low=-1.2, high=1.2))
-_unary("asin", np.arcsin, 4, sample=_unary_sample(low=-0.9, high=0.9))
-_unary("acos", np.arccos, 4, sample=_unary_sample(low=-0.9, high=0.9))
-_unary("atan", np.arctan, 4)
-_unary("sinh", np.sinh, 4)
-_unary("cosh", np.cosh, 4)
-_unary("asinh", np.arcsinh, 4)
-_unary("acosh", np.arccosh, 4, sample=_unary_sample(low=1.1, high=3.0))
-_unary("atanh", np.arctanh, 4, sample=_unary_sample(low=-0.9, high=0.9))
-_unary("tanh", np.tanh, 4)
-_unary("logistic", sp.expit, 4)
-_unary("erf", sp.erf, 8)
-_unary("erfc", sp.erfc, 8)
-_unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9))
-_unary("lgamma", sp.gammaln, 8, sample=_unary_sample(low=0.1, high=3.0))
-_unary("digamma", sp.digamma, 8, sample=_unary_sample(low=0.1, high=3.0))
-_unary("floor", np.floor)
-_unary("ceil", np.ceil)
-_unary("is_finite", np.isfinite, out="pred")
+def _not(a: list[str], n: Any) -> str:
+    return f"(not {a[0]})" if n.dtype == "pred" else f"(~{a[0]})"
+
+
+def _c_not(a: list[str], n: Any) -> str:
+    return f"(!{a[0]})" if n.dtype == "pred" else f"(~{a[0]})"
+
+
+def _integer_pow_expr(a: list[str], n: Any) -> str:
+    y = int(n.attrs["y"])
+    prod = " * ".join([a[0]] * abs(y)) if y else "1"
+    return f"(1 / ({prod}))" if y < 0 else f"({prod})"
+
+
+def _numba_round(a: list[str], n: Any) -> str:
+    return f"np.rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"_round_away({a[0]})"
+
+
+def _c_round(a: list[str], n: Any) -> str:
+    return f"rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"round({a[0]})"
+
+
+_unary("neg", np.negative, require=_is_num, what="numeric", expr="(-{0})", hlo="negate")
+_math("exp", np.exp, hlo="exponential")
+_math("exp2", np.exp2)
+_math("log", np.log, sample=_unary_sample(low=0.1, high=3.0), hlo="log")
+_math("log1p", np.log1p, sample=_unary_sample(low=-0.5, high=3.0), hlo="log-plus-one")
+_math("expm1", np.expm1, hlo="exponential-minus-one")
+_math("sqrt", np.sqrt, 2, sample=_unary_sample(low=0.1, high=3.0), hlo="sqrt")
+_unary("rsqrt", lambda x: 1 / np.sqrt(x), 2, sample=_unary_sample(low=0.1, high=3.0),
+       numba="(1 / np.sqrt({0}))", cuda="rsqrt", hlo="rsqrt")
+_math("cbrt", np.cbrt, hlo="cbrt")
+_unary("abs", np.abs, require=_is_num, what="numeric", numba="np.abs",
+       cuda="({0} < 0 ? -{0} : {0})", hlo="abs")
+_unary("sign", np.sign, require=_is_num, what="numeric", numba="np.sign",
+       cuda="(({0} > 0) - ({0} < 0))", hlo="sign")
+_math("sin", np.sin, hlo="sine")
+_math("cos", np.cos, hlo="cosine")
+_math("tan", np.tan, sample=_unary_sample(low=-1.2, high=1.2), hlo="tan")
+_math("asin", np.arcsin, np_name="arcsin", sample=_unary_sample(low=-0.9, high=0.9))
+_math("acos", np.arccos, np_name="arccos", sample=_unary_sample(low=-0.9, high=0.9))
+_math("atan", np.arctan, np_name="arctan")
+_math("sinh", np.sinh)
+_math("cosh", np.cosh)
+_math("asinh", np.arcsinh, np_name="arcsinh")
+_math("acosh", np.arccosh, np_name="arccosh", sample=_unary_sample(low=1.1, high=3.0))
+_math("atanh", np.arctanh, np_name="arctanh", sample=_unary_sample(low=-0.9, high=0.9))
+_math("tanh", np.tanh, hlo="tanh")
+_unary("logistic", sp.expit, 4, numba="(1 / (1 + np.exp(-{0})))", cuda="(1 / (1 + exp(-{0})))",
+       hlo="logistic")
+_unary("erf", sp.erf, 8, numba="math.erf", cuda="erf", hlo="erf")
+_unary("erfc", sp.erfc, 8, numba="math.erfc", cuda="erfc")
+_unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba=FALLS_BACK,
+       cuda="erfinv")
+_unary("lgamma", sp.gammaln, 8, sample=_unary_sample(low=0.1, high=3.0), numba="math.lgamma",
+       cuda="lgamma")
+_unary("digamma", sp.digamma, 8, sample=_unary_sample(low=0.1, high=3.0), expr=FALLS_BACK)
+_math("floor", np.floor, 1, hlo="floor")
+_math("ceil", np.ceil, 1, hlo="ceil")
+_unary("is_finite", np.isfinite, out="pred", numba="np.isfinite", cuda="isfinite",
+       hlo="is-finite")
 _unary("not", np.invert, lax_name="bitwise_not", require=_is_intlike, what="integer or pred",
-       sample=_unary_sample("i32"))
-_unary("square", np.square, require=_is_num, what="numeric")
-_add(OpDef("round", "elementwise", 1, ("rounding_method",), _elementwise(None, _is_float,
-           "floating-point"), _round, _per_element(1), _jax_round,
-           lambda rng: ([_rand(rng, (3, 4), low=-4, high=4)], {"rounding_method": 1})))
-_add(OpDef("integer_pow", "elementwise", 1, ("y",), _elementwise(None, _is_num, "numeric"),
+       sample=_unary_sample("i32"), numba=_not, cuda=_c_not, hlo="not")
+_unary("square", np.square, require=_is_num, what="numeric", expr="({0} * {0})")
+_pointwise("round", 1, ("rounding_method",), _elementwise(None, _is_float, "floating-point"),
+           _round, _per_element(1), _jax_round,
+           lambda rng: ([_rand(rng, (3, 4), low=-4, high=4)], {"rounding_method": 1}),
+           numba=_numba_round, cuda=_c_round, optional=("rounding_method",),
+           hlo=(("round-nearest-afz", {"rounding_method": 0}),
+                ("round-nearest-even", {"rounding_method": 1})))
+_pointwise("integer_pow", 1, ("y",), _elementwise(None, _is_num, "numeric"),
            lambda x, y: np.power(x, y) if y >= 0 else 1 / np.power(x, -y),
            lambda ins, out, attrs: out.size * max(1, abs(int(attrs["y"]))),
-           _lax("integer_pow"), lambda rng: ([_rand(rng, (3, 4))], {"y": 3})))
+           _lax("integer_pow"), lambda rng: ([_rand(rng, (3, 4))], {"y": 3}),
+           expr=_integer_pow_expr)
 
-_binary("add", np.add)
-_binary("add_any", np.add, lax_name="add")
-_binary("sub", np.subtract)
-_binary("mul", np.multiply)
-_binary("div", _int_div, sample=_nonzero_sample("f32"))
-_binary("rem", _rem, sample=_nonzero_sample("i32"))
+_binary("add", np.add, expr="({0} + {1})", hlo="add")
+_binary("add_any", np.add, lax_name="add", expr="({0} + {1})")
+_binary("sub", np.subtract, expr="({0} - {1})", hlo="subtract")
+_binary("mul", np.multiply, expr="({0} * {1})", hlo="multiply")
+_binary("div", _int_div, sample=_nonzero_sample("f32"), expr=by_dtype("_idiv({0}, {1})", "({0} / {1})"),
+        hlo="divide")
+_binary("rem", _rem, sample=_nonzero_sample("i32"), numba=by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
+        cuda=by_dtype("_irem({0}, {1})", "fmod({0}, {1})"), hlo="remainder")
 _binary("pow", np.power, 8, require=_is_float, what="floating-point",
-        sample=lambda rng: ([_rand(rng, (3, 4), low=0.1, high=3), _rand(rng, (3, 4))], {}))
-_binary("max", np.maximum)
-_binary("min", np.minimum)
-_binary("atan2", np.arctan2, 8, require=_is_float, what="floating-point")
-_binary("nextafter", np.nextafter, require=_is_float, what="floating-point")
-for _cmp, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                  ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)):
-    _binary(_cmp, _fn, out="pred", sample=_binary_sample("i32"))
+        sample=lambda rng: ([_rand(rng, (3, 4), low=0.1, high=3), _rand(rng, (3, 4))], {}),
+        numba="np.power", cuda="pow", hlo="power")
+_binary("max", np.maximum, expr="_max", hlo="maximum")
+_binary("min", np.minimum, expr="_min", hlo="minimum")
+_binary("atan2", np.arctan2, 8, require=_is_float, what="floating-point", numba="np.arctan2",
+        cuda="atan2", hlo="atan2")
+_binary("nextafter", np.nextafter, require=_is_float, what="floating-point", numba=FALLS_BACK,
+        cuda="nextafter")
+for _cmp, _fn, _sym in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
+                        ("le", np.less_equal, "<="), ("gt", np.greater, ">"),
+                        ("ge", np.greater_equal, ">=")):
+    _binary(_cmp, _fn, out="pred", sample=_binary_sample("i32"), expr=f"({{0}} {_sym} {{1}})")
 _binary("and", np.bitwise_and, lax_name="bitwise_and", require=_is_intlike,
-        what="integer or pred", sample=_binary_sample("pred"))
+        what="integer or pred", sample=_binary_sample("pred"), expr="({0} & {1})", hlo="and")
 _binary("or", np.bitwise_or, lax_name="bitwise_or", require=_is_intlike,
-        what="integer or pred", sample=_binary_sample("pred"))
+        what="integer or pred", sample=_binary_sample("pred"), expr="({0} | {1})", hlo="or")
 _binary("xor", np.bitwise_xor, lax_name="bitwise_xor", require=_is_intlike,
-        what="integer or pred", sample=_binary_sample("i32"))
+        what="integer or pred", sample=_binary_sample("i32"), expr="({0} ^ {1})", hlo="xor")
 
 
 def _jax_copy(x: Any) -> Any:
@@ -304,8 +407,8 @@ def _jax_copy(x: Any) -> Any:
     return jnp.array(x, copy=True)
 
 
-_add(OpDef("copy", "elementwise", 1, (), _elementwise(), np.copy, _no_flops,
-                    _jax_copy, _unary_sample()))
+_pointwise("copy", 1, (), _elementwise(), np.copy, _no_flops, _jax_copy, _unary_sample(),
+           expr="{0}", hlo="copy")
 
 
 def _select_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -326,9 +429,27 @@ def _select_ref(pred: np.ndarray, *cases: np.ndarray) -> np.ndarray:
     return np.choose(np.asarray(pred, np.int64), cases)
 
 
-_add(OpDef("select_n", "elementwise", None, (), _select_infer, _select_ref, _per_element(1),
-           _lax("select_n"),
-           lambda rng: ([_rand(rng, (3, 4), "pred"), _rand(rng, (3, 4)), _rand(rng, (3, 4))], {})))
+def _numba_select(a: list[str], n: Any) -> str:
+    pred, *cases = a
+    if len(cases) == 2:
+        return f"({cases[1]} if {pred} else {cases[0]})"
+    expr = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        expr = f"({cases[k]} if {pred} == {k} else {expr})"
+    return expr
+
+
+def _c_select(a: list[str], n: Any) -> str:
+    pred, *cases = a
+    expr = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        expr = f"({pred} == {k} ? {cases[k]} : {expr})"
+    return expr
+
+
+_pointwise("select_n", None, (), _select_infer, _select_ref, _per_element(1), _lax("select_n"),
+           lambda rng: ([_rand(rng, (3, 4), "pred"), _rand(rng, (3, 4)), _rand(rng, (3, 4))], {}),
+           numba=_numba_select, cuda=_c_select)
 
 
 def _clamp_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -339,9 +460,10 @@ def _clamp_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return x
 
 
-_add(OpDef("clamp", "elementwise", 3, (), _clamp_infer,
-           lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi), _per_element(2), _lax("clamp"),
-           lambda rng: ([np.float32(-0.5), _rand(rng, (3, 4)), np.float32(0.7)], {})))
+_pointwise("clamp", 3, (), _clamp_infer, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
+           _per_element(2), _lax("clamp"),
+           lambda rng: ([np.float32(-0.5), _rand(rng, (3, 4)), np.float32(0.7)], {}),
+           expr="_min(_max({1}, {0}), {2})", hlo="clamp")
 
 
 def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
@@ -358,10 +480,25 @@ def _jax_convert(x: Any, new_dtype: str) -> Any:
     return lax.convert_element_type(x, dtypes.to_numpy(new_dtype))
 
 
-_add(OpDef("convert_element_type", "elementwise", 1, ("new_dtype",),
+def _numba_convert(a: list[str], n: Any) -> str:
+    if dtypes.is_bool(n.attrs["new_dtype"]):
+        return f"({a[0]} != 0)"
+    return f"_to_int({a[0]})" if dtypes.is_int(n.attrs["new_dtype"]) else a[0]
+
+
+def _c_convert(a: list[str], n: Any) -> str:
+    new = n.attrs["new_dtype"]
+    if new == "pred":
+        return f"({a[0]} != 0)"
+    c = dtypes.C_TYPES.get(new, new)  # the CUDA generator rejects a type it lacks itself
+    return f"_to_int<{c}>({a[0]})" if dtypes.is_int(new) else f"(({c}){a[0]})"
+
+
+_pointwise("convert_element_type", 1, ("new_dtype",),
            lambda ts, a: TensorType(ts[0].shape, dtypes.to_numpy(a["new_dtype"]) and a["new_dtype"]),
            _convert_ref, _per_element(1), _jax_convert,
-           lambda rng: ([_rand(rng, (3, 4), low=-5, high=5)], {"new_dtype": "i32"})))
+           lambda rng: ([_rand(rng, (3, 4), low=-5, high=5)], {"new_dtype": "i32"}),
+           numba=_numba_convert, cuda=_c_convert)
 
 
 # ---------------------------------------------------------------- sources
@@ -379,8 +516,9 @@ def _bound(*args: Any, **attrs: Any) -> Any:
 
 
 # A parameter's type is declared, not inferred: the verifier checks it against `params`.
-_add(OpDef("parameter", "source", 0, ("index",), _bound, _bound, _no_flops))
-_add(OpDef("constant", "source", 0, ("value",), _constant_infer,
+_add(OpDef("parameter", OpKind.SOURCE, 0, ("index",), _bound, _bound, _no_flops,
+           optional=("index",)))
+_add(OpDef("constant", OpKind.SOURCE, 0, ("value",), _constant_infer,
            lambda value: value.array, _no_flops, lambda value: value.array))
 
 
@@ -404,7 +542,7 @@ def _jax_iota(dtype: str, shape: tuple[int, ...], dimension: int) -> Any:
     return lax.broadcasted_iota(dtypes.to_numpy(dtype), shape, dimension)
 
 
-_add(OpDef("iota", "source", 0, ("dtype", "shape", "dimension"), _iota_infer, _iota_ref,
+_add(OpDef("iota", OpKind.SOURCE, 0, ("dtype", "shape", "dimension"), _iota_infer, _iota_ref,
            _no_flops, _jax_iota, lambda rng: ([], {"dtype": "i32", "shape": (3, 4), "dimension": 1})))
 
 
@@ -437,9 +575,10 @@ def _jax_broadcast(x: Any, shape: tuple[int, ...], broadcast_dimensions: tuple[i
     return lax.broadcast_in_dim(x, shape, broadcast_dimensions)
 
 
-_add(OpDef("broadcast_in_dim", "shape", 1, ("shape", "broadcast_dimensions"), _broadcast_infer,
+_add(OpDef("broadcast_in_dim", OpKind.SHAPE, 1, ("shape", "broadcast_dimensions"), _broadcast_infer,
            _broadcast_ref, _no_flops, _jax_broadcast,
-           lambda rng: ([_rand(rng, (4,))], {"shape": (3, 4), "broadcast_dimensions": (1,)})))
+           lambda rng: ([_rand(rng, (4,))], {"shape": (3, 4), "broadcast_dimensions": (1,)}),
+           view=View.STRIDED, split=Split.MAP, fuse=Fuse.POINTWISE))
 
 
 def _reshape_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -450,10 +589,11 @@ def _reshape_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(new, t.dtype)
 
 
-_add(OpDef("reshape", "shape", 1, ("new_sizes",), _reshape_infer,
+_add(OpDef("reshape", OpKind.SHAPE, 1, ("new_sizes",), _reshape_infer,
            lambda x, new_sizes: np.reshape(x, new_sizes), _no_flops,
            lambda x, new_sizes: _lax("reshape")(x, tuple(new_sizes)),
-           lambda rng: ([_rand(rng, (3, 4))], {"new_sizes": (2, 6)})))
+           lambda rng: ([_rand(rng, (3, 4))], {"new_sizes": (2, 6)}), view=View.RESHAPE,
+           split=Split.MAP))
 
 
 def _transpose_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -464,9 +604,10 @@ def _transpose_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(t.shape[p] for p in perm), t.dtype)
 
 
-_add(OpDef("transpose", "shape", 1, ("permutation",), _transpose_infer,
+_add(OpDef("transpose", OpKind.SHAPE, 1, ("permutation",), _transpose_infer,
            lambda x, permutation: np.transpose(x, permutation), _no_flops, _lax("transpose"),
-           lambda rng: ([_rand(rng, (2, 3, 4))], {"permutation": (2, 0, 1)})))
+           lambda rng: ([_rand(rng, (2, 3, 4))], {"permutation": (2, 0, 1)}), view=View.STRIDED,
+           split=Split.MAP))
 
 
 def _squeeze_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -478,9 +619,10 @@ def _squeeze_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(s for i, s in enumerate(t.shape) if i not in dims), t.dtype)
 
 
-_add(OpDef("squeeze", "shape", 1, ("dimensions",), _squeeze_infer,
+_add(OpDef("squeeze", OpKind.SHAPE, 1, ("dimensions",), _squeeze_infer,
            lambda x, dimensions: np.squeeze(x, tuple(dimensions)), _no_flops, _lax("squeeze"),
-           lambda rng: ([_rand(rng, (3, 1, 4))], {"dimensions": (1,)})))
+           lambda rng: ([_rand(rng, (3, 1, 4))], {"dimensions": (1,)}), view=View.RESHAPE,
+           split=Split.MAP))
 
 
 def _expand_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -493,14 +635,16 @@ def _expand_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(1 if i in dims else next(it) for i in range(rank)), t.dtype)
 
 
-_add(OpDef("expand_dims", "shape", 1, ("dimensions",), _expand_infer,
+_add(OpDef("expand_dims", OpKind.SHAPE, 1, ("dimensions",), _expand_infer,
            lambda x, dimensions: np.expand_dims(x, tuple(dimensions)), _no_flops,
-           _lax("expand_dims"), lambda rng: ([_rand(rng, (3, 4))], {"dimensions": (0, 2)})))
+           _lax("expand_dims"), lambda rng: ([_rand(rng, (3, 4))], {"dimensions": (0, 2)}),
+           view=View.RESHAPE, split=Split.MAP))
 
-_add(OpDef("rev", "shape", 1, ("dimensions",),
+_add(OpDef("rev", OpKind.SHAPE, 1, ("dimensions",),
            lambda ts, a: (_axes(a, ts[0].rank, "dimensions"), ts[0])[1],
            lambda x, dimensions: np.flip(x, tuple(dimensions)) if dimensions else x,
-           _no_flops, _lax("rev"), lambda rng: ([_rand(rng, (3, 4))], {"dimensions": (1,)})))
+           _no_flops, _lax("rev"), lambda rng: ([_rand(rng, (3, 4))], {"dimensions": (1,)}),
+           view=View.STRIDED, split=Split.MAP))
 
 
 def _slice_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -522,10 +666,11 @@ def _slice_ref(x, start_indices, limit_indices, strides=None):
     return x[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
 
 
-_add(OpDef("slice", "shape", 1, ("start_indices", "limit_indices", "strides"), _slice_infer,
+_add(OpDef("slice", OpKind.SHAPE, 1, ("start_indices", "limit_indices", "strides"), _slice_infer,
            _slice_ref, _no_flops, _lax("slice"),
            lambda rng: ([_rand(rng, (5, 6))], {"start_indices": (1, 0), "limit_indices": (4, 6),
-                                               "strides": (1, 2)})))
+                                               "strides": (1, 2)}),
+           view=View.STRIDED, split=Split.MAP, optional=("strides",)))
 
 
 def _dyn_slice_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -555,7 +700,7 @@ def _jax_dyn_slice(x, *idx, slice_sizes):
     return lax.dynamic_slice(x, idx, slice_sizes)
 
 
-_add(OpDef("dynamic_slice", "shape", None, ("slice_sizes",), _dyn_slice_infer, _dyn_slice_ref,
+_add(OpDef("dynamic_slice", OpKind.SHAPE, None, ("slice_sizes",), _dyn_slice_infer, _dyn_slice_ref,
            _no_flops, _jax_dyn_slice,
            lambda rng: ([_rand(rng, (5, 6)), np.int32(2), np.int32(5)], {"slice_sizes": (2, 3)})))
 
@@ -582,7 +727,7 @@ def _jax_dyn_update(x, upd, *idx):
     return lax.dynamic_update_slice(x, upd, idx)
 
 
-_add(OpDef("dynamic_update_slice", "shape", None, (), _dyn_update_infer, _dyn_update_ref,
+_add(OpDef("dynamic_update_slice", OpKind.SHAPE, None, (), _dyn_update_infer, _dyn_update_ref,
            _no_flops, _jax_dyn_update,
            lambda rng: ([_rand(rng, (5, 6)), _rand(rng, (2, 2)), np.int32(1), np.int32(9)], {})))
 
@@ -610,9 +755,10 @@ def _jax_concat(*xs, dimension):
     return lax.concatenate(xs, dimension)
 
 
-_add(OpDef("concatenate", "shape", None, ("dimension",), _concat_infer,
+_add(OpDef("concatenate", OpKind.SHAPE, None, ("dimension",), _concat_infer,
            lambda *xs, dimension: np.concatenate(xs, axis=dimension), _no_flops, _jax_concat,
-           lambda rng: ([_rand(rng, (2, 3)), _rand(rng, (4, 3))], {"dimension": 0})))
+           lambda rng: ([_rand(rng, (2, 3)), _rand(rng, (4, 3))], {"dimension": 0}),
+           split=Split.MAP))
 
 
 def _split_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
@@ -629,7 +775,7 @@ def _split_ref(x, sizes, axis):
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-_add(OpDef("split", "shape", 1, ("sizes", "axis"), _split_infer, _split_ref, _no_flops,
+_add(OpDef("split", OpKind.SHAPE, 1, ("sizes", "axis"), _split_infer, _split_ref, _no_flops,
            lambda x, sizes, axis: tuple(_lax("split")(x, tuple(sizes), axis)),
            lambda rng: ([_rand(rng, (5, 4))], {"sizes": (2, 3), "axis": 0})))
 
@@ -664,7 +810,7 @@ def _jax_pad(x, value, padding_config):
     return lax.pad(x, value, [tuple(c) for c in padding_config])
 
 
-_add(OpDef("pad", "shape", 2, ("padding_config",), _pad_infer, _pad_ref, _no_flops, _jax_pad,
+_add(OpDef("pad", OpKind.SHAPE, 2, ("padding_config",), _pad_infer, _pad_ref, _no_flops, _jax_pad,
            lambda rng: ([_rand(rng, (3, 4)), np.float32(0.5)],
                         {"padding_config": ((1, 2, 1), (-1, 0, 0))})))
 
@@ -677,7 +823,7 @@ def _tile_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(d * r for d, r in zip(t.shape, reps)), t.dtype)
 
 
-_add(OpDef("tile", "shape", 1, ("reps",), _tile_infer, lambda x, reps: np.tile(x, reps),
+_add(OpDef("tile", OpKind.SHAPE, 1, ("reps",), _tile_infer, lambda x, reps: np.tile(x, reps),
            _no_flops, lambda x, reps: _lax("tile")(x, tuple(reps)),
            lambda rng: ([_rand(rng, (2, 3))], {"reps": (2, 1)})))
 
@@ -699,7 +845,7 @@ def _jax_stack(*xs, axis):
     return jnp.stack(xs, axis)
 
 
-_add(OpDef("stack", "shape", None, ("axis",), _stack_infer,
+_add(OpDef("stack", OpKind.SHAPE, None, ("axis",), _stack_infer,
            lambda *xs, axis: np.stack(xs, axis), _no_flops, _jax_stack,
            lambda rng: ([_rand(rng, (2, 3)), _rand(rng, (2, 3))], {"axis": 1})))
 
@@ -763,34 +909,42 @@ def _jax_dot(lhs, rhs, dimension_numbers, preferred_element_type=None):
     return lax.dot_general(lhs, rhs, dimension_numbers, preferred_element_type=pet)
 
 
-_add(OpDef("dot_general", "dot", 2, ("dimension_numbers",), _dot_infer, _dot_ref, _dot_flops,
+_add(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers",), _dot_infer, _dot_ref, _dot_flops,
            _jax_dot,
            lambda rng: ([_rand(rng, (2, 3, 4)), _rand(rng, (2, 5, 4))],
-                        {"dimension_numbers": (((2,), (2,)), ((0,), (0,)))})))
+                        {"dimension_numbers": (((2,), (2,)), ((0,), (0,)))}),
+           monoid=MONOIDS["add"], split=Split.ACCUMULATE))
 
 
 # ---------------------------------------------------------------- reductions
 
 
-def _reducer(name: str, fn: Ref, lax_name: str, sample_dtype: str = "f32") -> None:
+def _reducer(name: str, fn: Ref, monoid: str, sample_dtype: str = "f32") -> None:
     def ref(x, axes):
         return fn(x, axis=tuple(axes))
 
     def jax_fn(x, axes):
         import jax.lax as lax
 
-        return getattr(lax, lax_name)(x, tuple(axes))
+        return getattr(lax, name)(x, tuple(axes))
 
-    _add(OpDef(name, "reduce", 1, ("axes",), _reduce_infer, ref, _reduce_flops, jax_fn,
-               lambda rng: ([_rand(rng, (3, 4, 5), sample_dtype)], {"axes": (0, 2)})))
+    _add(OpDef(name, OpKind.REDUCE, 1, ("axes",), _reduce_infer, ref, _reduce_flops, jax_fn,
+               lambda rng: ([_rand(rng, (3, 4, 5), sample_dtype)], {"axes": (0, 2)}),
+               monoid=MONOIDS[monoid], split=Split.ACCUMULATE, fuse=Fuse.REDUCTION))
 
 
-_reducer("reduce_sum", np.sum, "reduce_sum")
-_reducer("reduce_max", np.max, "reduce_max")
-_reducer("reduce_min", np.min, "reduce_min")
-_reducer("reduce_prod", np.prod, "reduce_prod")
-_reducer("reduce_and", np.all, "reduce_and", "pred")
-_reducer("reduce_or", np.any, "reduce_or", "pred")
+_reducer("reduce_sum", np.sum, "add")
+_reducer("reduce_max", np.max, "max")
+_reducer("reduce_min", np.min, "min")
+_reducer("reduce_prod", np.prod, "mul")
+_reducer("reduce_and", np.all, "and", "pred")
+_reducer("reduce_or", np.any, "or", "pred")
+
+# Monoid name -> the reduction that folds with it (what a loop, an HLO reduce computation or
+# an argmax's value merge becomes).
+MONOID_REDUCTIONS: dict[str, str] = {row.monoid.name: name for name, row in OPS.items()
+                                     if row.kind == OpKind.REDUCE and row.split == Split.ACCUMULATE
+                                     and row.monoid is not None}
 
 
 def _arg_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -801,19 +955,20 @@ def _arg_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(d for i, d in enumerate(t.shape) if i not in axes), a["index_dtype"])
 
 
-def _arg(name: str, fn: Ref) -> None:
+def _arg(name: str, fn: Ref, monoid: str) -> None:
     def jax_fn(x, axes, index_dtype):
         import jax.lax as lax
 
         return getattr(lax, name)(x, axes[0], dtypes.to_numpy(index_dtype))
 
-    _add(OpDef(name, "reduce", 1, ("axes", "index_dtype"), _arg_infer,
+    _add(OpDef(name, OpKind.REDUCE, 1, ("axes", "index_dtype"), _arg_infer,
                lambda x, axes, index_dtype: fn(x, axis=axes[0]), _reduce_flops, jax_fn,
-               lambda rng: ([_rand(rng, (3, 4))], {"axes": (1,), "index_dtype": "i32"})))
+               lambda rng: ([_rand(rng, (3, 4))], {"axes": (1,), "index_dtype": "i32"}),
+               monoid=MONOIDS[monoid], split=Split.ARG))
 
 
-_arg("argmax", np.argmax)
-_arg("argmin", np.argmin)
+_arg("argmax", np.argmax, "max")
+_arg("argmin", np.argmin, "min")
 
 
 def _cumulative(name: str, fn: Ref) -> None:
@@ -827,11 +982,12 @@ def _cumulative(name: str, fn: Ref) -> None:
 
         return getattr(lax, name)(x, axis, reverse)
 
-    _add(OpDef(name, "other", 1, ("axis", "reverse"),
+    _add(OpDef(name, OpKind.OTHER, 1, ("axis", "reverse"),
                lambda ts, a: ts[0] if 0 <= a["axis"] < ts[0].rank else (_ for _ in ()).throw(
                    OpError(f"{name}: axis {a['axis']} out of range for {ts[0]}")),
                ref, _per_element(1), jax_fn,
-               lambda rng: ([_rand(rng, (3, 4), low=0.5, high=1.5)], {"axis": 1, "reverse": True})))
+               lambda rng: ([_rand(rng, (3, 4), low=0.5, high=1.5)], {"axis": 1, "reverse": True}),
+               split=Split.MAP, optional=("reverse",)))
 
 
 _cumulative("cumsum", np.cumsum)
@@ -873,10 +1029,11 @@ def _sort_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
     return int(ins[0].size * max(1.0, math.log2(max(n, 1))))
 
 
-_add(OpDef("sort", "other", None, ("dimension", "is_stable", "num_keys"), _sort_infer, _sort_ref,
+_add(OpDef("sort", OpKind.OTHER, None, ("dimension", "is_stable", "num_keys"), _sort_infer, _sort_ref,
            _sort_flops, _jax_sort,
            lambda rng: ([_rand(rng, (3, 5)), _rand(rng, (3, 5), "i32")],
-                        {"dimension": 1, "is_stable": True, "num_keys": 1})))
+                        {"dimension": 1, "is_stable": True, "num_keys": 1}),
+           split=Split.MAP, optional=("is_stable", "num_keys")))
 
 
 def _topk_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
@@ -911,8 +1068,9 @@ def _topk_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
     return int(ins[0].size * max(1.0, math.log2(max(a["k"], 2))))
 
 
-_add(OpDef("top_k", "other", 1, ("k", "axis"), _topk_infer, _topk_ref, _topk_flops, _jax_topk,
-           lambda rng: ([_rand(rng, (3, 6))], {"k": 2, "axis": 1})))
+_add(OpDef("top_k", OpKind.OTHER, 1, ("k", "axis"), _topk_infer, _topk_ref, _topk_flops, _jax_topk,
+           lambda rng: ([_rand(rng, (3, 6))], {"k": 2, "axis": 1}), split=Split.TOP_K,
+           optional=("axis",)))
 
 
 def _gte_infer(ts: Sequence[Type], a: Attrs) -> TensorType:
@@ -922,15 +1080,16 @@ def _gte_infer(ts: Sequence[Type], a: Attrs) -> TensorType:
     return t.elements[a["index"]]
 
 
-_add(OpDef("get_tuple_element", "shape", 1, ("index",), _gte_infer,  # type: ignore[arg-type]
-           lambda x, index: x[index], _no_flops, lambda x, index: x[index]))
+_add(OpDef("get_tuple_element", OpKind.SHAPE, 1, ("index",), _gte_infer,  # type: ignore[arg-type]
+           lambda x, index: x[index], _no_flops, lambda x, index: x[index], view=View.RESHAPE,
+           split=Split.MAP))
 
 
 def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
     """The result type of `op` on inputs of these types; raises OpError naming the problem."""
     d = get(op)
     d.check_arity(len(input_types))
-    missing = [k for k in d.attrs if k not in attrs and k not in _OPTIONAL.get(op, ())]
+    missing = [k for k in d.attrs if k not in attrs and k not in d.optional]
     if missing:
         raise OpError(f"{op}: missing attribute(s) {', '.join(missing)}")
     if op != "get_tuple_element" and op not in TUPLE_OPERANDS:
@@ -939,266 +1098,18 @@ def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
     return d.infer(input_types, attrs)  # type: ignore[arg-type]
 
 
-# Attributes a row lists but that may be absent (lax treats None/absent as the default).
-_OPTIONAL: dict[str, tuple[str, ...]] = {
-    "slice": ("strides",),
-    "top_k": ("axis",),
-    "round": ("rounding_method",),
-    "sort": ("is_stable", "num_keys"),
-    "cumsum": ("reverse",), "cumprod": ("reverse",), "cummax": ("reverse",),
-    "cummin": ("reverse",),
-    "parameter": ("index",),
-}
+# The rows of region ops and of imported HLO, registered by their modules (which read the
+# helpers above), and the names other modules import from here.
+from .hlo_rows import TUPLE_OPERANDS, type_from_text  # noqa: E402
+from .region_ops import (  # noqa: E402
+    LOOP_ACCUMULATE,
+    loop_param_types,
+    region_flops,
+    region_result,
+)
 
-
-# ---------------------------------------------------------------- regions
-# A region op carries a `body` Graph: its inputs bind the body's parameters in order and its
-# result is the body's output (a tuple when there are several). The reference interpreter
-# evaluates bodies recursively (backends/reference.py); here they are only typed and costed.
-
-
-def region_result(body: Any) -> Type:
-    outs = [body[o].type for o in body.outputs]
-    return outs[0] if len(outs) == 1 else TupleType(tuple(outs))
-
-
-def _region_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
-    body = a["body"]
-    want = [p.type for p in body.param_nodes]
-    if list(ts) != want:
-        raise OpError(f"region inputs {', '.join(map(str, ts))} do not match its body's "
-                      f"parameters {', '.join(map(str, want))}")
-    return region_result(body)
-
-
-def region_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
-    body = a["body"]
-    total = 0
-    for n in body.nodes:
-        if OPS[n.op].kind != "source":
-            total += OPS[n.op].flops([body[i].type for i in n.inputs], n.type, n.attrs)
-    return total
-
-
-def _region_ref(*args: Any, **attrs: Any) -> Any:
-    raise OpError("region bodies are evaluated by the interpreter, not by a NumPy reference")
-
-
-# `kernel`: a fused kernel (our fuse pass, and XLA's fusion computations). attrs: body, and
-# `kind` ("loop" | "input" | "output" | XLA's kind name).
-_add(OpDef("kernel", "region", None, ("body",), _region_infer, _region_ref, region_flops))
-
-
-# ---------------------------------------------------------------- imported HLO (issue 8)
-# Rows for modules imported from XLA's HLO text (frontend/hlo_graph.py): `opaque` keeps an HLO
-# instruction our table lacks (its opcode, its text and its declared type, so any module
-# renders), `tuple` builds the tuples that HLO passes around, and `call`, `while` and
-# `conditional` are region ops whose bodies are Graphs, like `kernel` above.
-
-# Ops whose operands may be tuples (infer_type checks that all other ops read tensors).
-TUPLE_OPERANDS = frozenset({"opaque", "tuple", "call", "while", "conditional"})
-
-
-def type_from_text(text: str) -> Type:
-    """'f32[3,4]' or '(f32[3], i32[])' -> the type; the inverse of str(type)."""
-    import re
-
-    text = text.strip()
-    if text.startswith("(") and text.endswith(")"):
-        inner = text[1:-1].strip()
-        parts = [type_from_text(p) for p in inner.split(", ")] if inner else []
-        if not all(isinstance(p, TensorType) for p in parts):
-            raise OpError(f"nested tuple type {text!r}")
-        return TupleType(tuple(parts))  # type: ignore[arg-type]
-    m = re.fullmatch(r"(\w+)\[([\d,]*)\]", text)
-    if m is None or m.group(1) not in dtypes.NAMES:
-        raise OpError(f"bad type {text!r}")
-    return TensorType(tuple(int(d) for d in m.group(2).split(",") if d), m.group(1))
-
-
-def _opaque_ref(*args: Any, opcode: str = "?", **attrs: Any) -> Any:
-    raise OpError(f"HLO op {opcode!r} was imported as an opaque node and cannot be evaluated")
-
-
-# attrs: opcode (HLO's name), text (the instruction as XLA printed it), type (our type's text).
-_add(OpDef("opaque", "other", None, ("opcode", "text", "type"),
-           lambda ts, a: type_from_text(a["type"]), _opaque_ref, _no_flops))
-_add(OpDef("tuple", "shape", None, (), lambda ts, a: TupleType(tuple(_tensor(t, "tuple element")
-                                                                     for t in ts)),
-           lambda *xs: tuple(xs), _no_flops))
-
-# `call`: a call of another computation (HLO's call; attrs: body).
-_add(OpDef("call", "region", None, ("body",), _region_infer, _region_ref, region_flops))
-
-
-def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
-    cond, body = a["cond"], a["body"]
-    for g, what in ((cond, "condition"), (body, "body")):
-        if [p.type for p in g.param_nodes] != list(ts):
-            raise OpError(f"while: the {what}'s parameters do not match its inputs "
-                          f"{', '.join(map(str, ts))}")
-    if [cond[o].type for o in cond.outputs] != [TensorType((), "pred")]:
-        raise OpError("while: the condition must return one pred[]")
-    if [body[o].type for o in body.outputs] != list(ts):
-        raise OpError("while: the body's results do not match its inputs")
-    return region_result(body)
-
-
-# `while`: attrs cond, body (Graphs over the loop state, one parameter per state element).
-# FLOPs count one trip: the trip count is a run-time value.
-_add(OpDef("while", "region", None, ("cond", "body"), _while_infer, _region_ref, region_flops))
-
-
-def _branch_arity(branches: Sequence[Any]) -> list[int]:
-    return [len(b.params) for b in branches]
-
-
-def _conditional_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
-    branches = tuple(a["branches"])
-    if not branches or not ts or ts[0].shape != () or ts[0].dtype not in ("pred", "i32"):
-        raise OpError("conditional: needs branches and a pred[] or i32[] selector")
-    if ts[0].dtype == "pred" and len(branches) != 2:
-        raise OpError("conditional: a pred selector needs exactly two branches")
-    operands, k = list(ts[1:]), 0
-    for b in branches:
-        want = [p.type for p in b.param_nodes]
-        if operands[k:k + len(want)] != want:
-            raise OpError("conditional: a branch's parameters do not match its operands")
-        k += len(want)
-    results = {region_result(b) for b in branches}
-    if k != len(operands) or len(results) != 1:
-        raise OpError("conditional: operands left over, or branches of different types")
-    return results.pop()
-
-
-def _conditional_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
-    return max(region_flops(ins, out, Attrs({"body": b})) for b in a["branches"])
-
-
-# `conditional`: attrs branches (a tuple of Graphs). Inputs: the selector, then each branch's
-# operands in branch order. A pred selector picks branches[1] when true (as select_n does);
-# an i32 selector out of range picks the last branch (as XLA does).
-_add(OpDef("conditional", "region", None, ("branches",), _conditional_infer, _region_ref,
-           _conditional_flops))
-
-
-# ---------------------------------------------------------------- loop (issue 4: memory-safe execution)
-# `loop`: a map-reduce loop over chunks of one dimension, written by the split pass so that a
-# program whose intermediates are too large runs chunk by chunk under a memory limit.
-#
-#   %r = f64[N] loop(%x, %y, %v) {size=N, chunk=C, split_inputs=((0, 0),),
-#                                 combine=(("concat", 0),), body=graph @body {...}}
-#
-# Iteration space: `size` positions of the split dimension, taken `chunk` at a time
-# (iteration i covers [i*chunk, min((i+1)*chunk, size))).
-# Inputs: `split_inputs` lists (input index, axis) pairs; such an input has `size` elements
-#   along `axis` and each iteration sees only that iteration's slice of them (a view). Inputs
-#   not listed are passed whole to every iteration.
-# Bodies: `body` is a Graph with one parameter per loop input (in order), typed for a full
-#   chunk. When `chunk` does not divide `size`, the optional `tail` Graph (same parameters,
-#   typed for the `size % chunk` remainder) runs for the last iteration; it is present exactly
-#   when there is a remainder. A body may have several outputs; the loop then has a tuple type.
-# Combining, one spec per body output (`combine`), giving the loop's k-th result:
-#   ("concat", axis)  chunk results are slices of the result along `axis` (size `chunk` in
-#                     the body, `size` in the result): iteration i writes its slice.
-#   ("add",) ("mul",) ("max",) ("min",) ("and",) ("or",)
-#                     the result accumulates the chunks' results elementwise (same type).
-#   ("top_k", axis)   the chunk result holds the chunk's top k values along `axis` (k = the
-#                     body result's size there, which the result keeps; a shorter tail
-#                     result is allowed); the running top k is merged with them.
-#   ("index", j)      indices along the split dimension local to the chunk (0 = the chunk's
-#                     first position); the loop adds the chunk's start. They follow output j,
-#                     whose combine is max or min (argmax/argmin: the chunk's entry replaces
-#                     the running one where its value is strictly better, or NaN over a
-#                     number, so ties keep the first occurrence, as argmax does) or top_k (the
-#                     indices move with their values; ties keep lower indices first).
-# The reference interpreter (backends/reference.py) runs it chunk by chunk; its planned peak
-# (analysis/memory.py) is its result buffers plus one iteration's temporaries.
-
-LOOP_ACCUMULATE = ("add", "mul", "max", "min", "and", "or")
-
-
-def loop_param_types(ins: Sequence[TensorType], a: Attrs, rows: int) -> list[TensorType]:
-    """The body parameter types for an iteration of `rows` positions."""
-    out = list(ins)
-    for k, axis in a["split_inputs"]:
-        if not 0 <= k < len(ins) or not 0 <= axis < ins[k].rank:
-            raise OpError(f"loop: split input ({k}, {axis}) does not exist")
-        if ins[k].shape[axis] != a["size"]:
-            raise OpError(f"loop: input {k} ({ins[k]}) has no dimension of size {a['size']} "
-                          f"at axis {axis}")
-        out[k] = TensorType(tuple(rows if i == axis else d for i, d in enumerate(ins[k].shape)),
-                            ins[k].dtype)
-    return out
-
-
-def _loop_result(k: int, spec: tuple, outs: Sequence[TensorType], tail: Sequence[TensorType] | None,
-                 size: int, chunk: int, rem: int) -> TensorType:
-    t = outs[k]
-    kind = spec[0] if spec else None
-    if kind == "concat":
-        axis = spec[1]
-        if not 0 <= axis < t.rank or t.shape[axis] != chunk:
-            raise OpError(f"loop: output {k} ({t}) has no chunk-sized axis {axis} to concat")
-        if tail is not None and tail[k].shape != tuple(rem if i == axis else d
-                                                       for i, d in enumerate(t.shape)):
-            raise OpError(f"loop: tail output {k} ({tail[k]}) does not fit {t}")
-        return TensorType(tuple(size if i == axis else d for i, d in enumerate(t.shape)), t.dtype)
-    if kind in LOOP_ACCUMULATE and len(spec) == 1:
-        if tail is not None and tail[k] != t:
-            raise OpError(f"loop: tail output {k} ({tail[k]}) differs from {t}")
-        return t
-    if kind == "top_k" and len(spec) == 2 and 0 <= spec[1] < t.rank:
-        if tail is not None and (tail[k].dtype != t.dtype or tail[k].rank != t.rank):
-            raise OpError(f"loop: tail output {k} ({tail[k]}) does not fit {t}")
-        return t
-    if kind == "index" and len(spec) == 2 and 0 <= spec[1] < len(outs) and spec[1] != k:
-        partner = outs[spec[1]]
-        if partner.shape != t.shape or not dtypes.is_int(t.dtype):
-            raise OpError(f"loop: index output {k} ({t}) does not match output {spec[1]} "
-                          f"({partner})")
-        return t
-    raise OpError(f"loop: bad combine spec {spec!r} for output {k}")
-
-
-def _loop_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
-    size, chunk, body = a["size"], a["chunk"], a["body"]
-    if not (isinstance(size, int) and isinstance(chunk, int) and 0 < chunk <= size):
-        raise OpError(f"loop: need 0 < chunk <= size, got chunk={chunk}, size={size}")
-    rem = size % chunk
-    tail = a.get("tail")
-    if (tail is not None) != (rem != 0):
-        raise OpError(f"loop: a tail body is needed exactly when chunk ({chunk}) does not "
-                      f"divide size ({size})")
-    for g, rows, what in ((body, chunk, "body"), (tail, rem, "tail")):
-        if g is None:
-            continue
-        want = loop_param_types(ts, a, rows)
-        have = [p.type for p in g.param_nodes]
-        if have != want:
-            raise OpError(f"loop: the {what}'s parameters {', '.join(map(str, have))} do not "
-                          f"match its inputs sliced to {rows}: {', '.join(map(str, want))}")
-    outs = [_tensor(body[o].type, "loop body output") for o in body.outputs]
-    touts = None if tail is None else [_tensor(tail[o].type, "tail output") for o in tail.outputs]
-    specs = tuple(a["combine"])
-    if len(specs) != len(outs) or (touts is not None and len(touts) != len(outs)):
-        raise OpError(f"loop: {len(specs)} combine specs for {len(outs)} body outputs")
-    results = [_loop_result(k, tuple(s), outs, touts, size, chunk, rem) for k, s in enumerate(specs)]
-    for k, s in enumerate(specs):
-        if s[0] == "index" and tuple(specs[s[1]])[0] not in ("max", "min", "top_k"):
-            raise OpError(f"loop: index output {k} follows output {s[1]}, which is not "
-                          f"combined by max, min or top_k")
-    return results[0] if len(results) == 1 else TupleType(tuple(results))
-
-
-def _loop_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
-    iterations = a["size"] // a["chunk"]
-    total = iterations * region_flops(ins, out, Attrs({"body": a["body"]}))
-    if a.get("tail") is not None:
-        total += region_flops(ins, out, Attrs({"body": a["tail"]}))
-    return total
-
-
-_add(OpDef("loop", "region", None, ("size", "chunk", "split_inputs", "combine", "body", "tail"),
-           _loop_infer, _region_ref, _loop_flops))
-_OPTIONAL["loop"] = ("tail",)
+__all__ = [
+    "LOOP_ACCUMULATE", "MONOID_REDUCTIONS", "OPS", "TUPLE_OPERANDS", "OpDef", "OpError",
+    "dot_dims", "get", "infer_type", "loop_param_types", "region_flops", "region_result",
+    "type_from_text",
+]

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
+from . import dtypes
+
 
 class OpKind(str, Enum):
     """The broad class of an op (a str, so `row.kind == "elementwise"` reads naturally)."""
@@ -45,7 +49,20 @@ class Monoid:
     name: str
     array_fn: str
     identity: str
-    hlo: str
+    hlo: str | None
+
+    def identity_value(self, dtype: str) -> Any:
+        """The identity as a Python value for element type `dtype` (lowest/highest are -inf/inf
+        for floats, the type's range ends for integers, False/True for pred)."""
+        if self.identity in ("lowest", "highest"):
+            low = self.identity == "lowest"
+            if dtypes.is_bool(dtype):
+                return not low
+            if dtypes.is_int(dtype):
+                info = np.iinfo(dtypes.to_numpy(dtype))
+                return int(info.min if low else info.max)
+            return -np.inf if low else np.inf
+        return {"zero": 0, "one": 1, "true": True, "false": False}[self.identity]
 
 
 MONOIDS: dict[str, Monoid] = {m.name: m for m in (
@@ -55,6 +72,8 @@ MONOIDS: dict[str, Monoid] = {m.name: m for m in (
     Monoid("min", "minimum", "highest", "minimum"),
     Monoid("and", "logical_and", "true", "and"),
     Monoid("or", "logical_or", "false", "or"),
+    # log(exp(a) + exp(b)), stable: how chunked logsumexp results merge (no HLO reducer)
+    Monoid("logsumexp", "logaddexp", "lowest", None),
 )}
 
 
@@ -78,6 +97,29 @@ class Fuse(str, Enum):
 
 # A code generator's scalar form of an elementwise op: (operand expressions, node) -> expression.
 ScalarExpr = Callable[[list[str], Any], str]
+
+
+def call(fn: str) -> ScalarExpr:
+    """`fn(a, b, ...)`."""
+    return lambda a, n: f"{fn}({', '.join(a)})"
+
+
+def fmt(template: str) -> ScalarExpr:
+    """A format string over the operand expressions: fmt("({0} + {1})")."""
+    return lambda a, n: template.format(*a)
+
+
+def by_dtype(int_form: str, float_form: str) -> ScalarExpr:
+    """One template for integer results, another for the rest."""
+    return lambda a, n: (int_form if dtypes.is_int(n.dtype) else float_form).format(*a)
+
+
+def scalar_expr(form: ScalarExpr | str | Any) -> ScalarExpr | Any:
+    """A row's shorthand as a ScalarExpr: a string holding `{` is a template (fmt), any other
+    string a function name (call); callables and FALLS_BACK stay as they are."""
+    if isinstance(form, str):
+        return fmt(form) if "{" in form else call(form)
+    return form
 
 
 class _FallsBack:

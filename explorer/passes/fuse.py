@@ -3,10 +3,11 @@
 A group grows backwards from a consumer (its root) through producers whose every user is in
 the group, so no value inside a kernel is needed outside it and no work is duplicated. The
 members of a group share one iteration space: elementwise ops and broadcasts of that shape,
-plus at most one reduction (reduce_sum/max/min/prod/and/or) whose input has that shape. Ops
-after the reduction, on its (smaller) result, join as the kernel's epilogue, so
-`reduce_sum(x + y*z)` and `mean(x**2*3 + y)` (a sum, then a division) are one kernel each
-(seeds 001 and 004). A `dot_general` never joins a group: it is a BLAS call, not a loop.
+plus at most one reduction (an op whose row says `fuse=Fuse.REDUCTION`: the monoid
+reductions) whose input has that shape; the op table's `fuse` trait says which ops are which.
+Ops after the reduction, on its (smaller) result, join as the kernel's epilogue, so
+`reduce_sum(x + y*z)` and `mean(x**2*3 + y)` (a sum, then a division) are one kernel each.
+A `dot_general` never joins a group: it is a BLAS call, not a loop.
 Scalar constants are copied into the kernels that read them. Split loops are fused inside
 their bodies. A kernel's `kind` is "loop" (elementwise only) or "input" (with a reduction),
 XLA's names.
@@ -19,16 +20,19 @@ from dataclasses import dataclass
 from ..ir.graph import Attrs, Graph, Node
 from ..ir.ops import OPS
 from ..ir.rewrite import Rewrite
+from ..ir.traits import Fuse as Role  # the op table's fuse trait (Fuse here is the pass)
 from . import register
 from .base import PassReport
-
-REDUCERS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-                      "reduce_or"})
 
 
 def _loopy(n: Node) -> bool:
     """Ops that compute one element from the same element of their inputs (or a broadcast)."""
-    return OPS[n.op].kind == "elementwise" or n.op == "broadcast_in_dim"
+    return OPS[n.op].fuse == Role.POINTWISE
+
+
+def _reduction(n: Node) -> bool:
+    """The one reduction a kernel may hold."""
+    return OPS[n.op].fuse == Role.REDUCTION
 
 
 def _scalar_constant(n: Node) -> bool:
@@ -42,7 +46,7 @@ class _Group:
     def __init__(self, root: Node, loop_shape: tuple[int, ...]) -> None:
         self.root = root
         self.members = {root.id}
-        self.reduce: Node | None = root if root.op in REDUCERS else None
+        self.reduce: Node | None = root if _reduction(root) else None
         self.epilogue_shape = root.shape
         self.loop_shape = loop_shape
 
@@ -55,7 +59,7 @@ class _Group:
 
 
 def _grow(g: Graph, root: Node, taken: set[int]) -> _Group:
-    group = _Group(root, g[root.inputs[0]].shape if root.op in REDUCERS else root.shape)
+    group = _Group(root, g[root.inputs[0]].shape if _reduction(root) else root.shape)
     work = [root]
     while work:
         m = work.pop()
@@ -67,7 +71,7 @@ def _grow(g: Graph, root: Node, taken: set[int]) -> _Group:
                     or not all(u in group.members for u in g.users[p.id]):
                 continue
             want = group.phase_shape(m)
-            if p.op in REDUCERS and group.reduce is None and p.shape == want:
+            if _reduction(p) and group.reduce is None and p.shape == want:
                 group.reduce = p
                 group.loop_shape = g[p.inputs[0]].shape
             elif not (_loopy(p) and p.shape == want):
@@ -124,7 +128,7 @@ def fuse_graph(g: Graph) -> tuple[Graph, list[Rewrite]]:
     kernels: dict[int, Node] = {}
     fused_away: set[int] = set()
     for n in reversed(g.nodes):
-        if n.id in taken or _scalar_constant(n) or not (_loopy(n) or n.op in REDUCERS):
+        if n.id in taken or _scalar_constant(n) or not (_loopy(n) or _reduction(n)):
             continue
         group = _grow(g, n, taken)
         taken |= group.members

@@ -34,8 +34,9 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Graph, Node
-from ..ir.ops import OPS, dot_dims
+from ..ir.ops import MONOID_REDUCTIONS, OPS, dot_dims
 from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, splat, var
+from ..ir.traits import OpKind
 from .base import PassReport
 
 _EXACT = ("i", "u", "f", "b")  # first letters of integer and real float type names
@@ -123,7 +124,7 @@ def _dot_through_transpose(ctx: RewriteContext, root: Node) -> int | None:
 def _fold(limit: int) -> Any:
     def fn(ctx: RewriteContext, root: Node) -> int | None:
         op = OPS[root.op]
-        if (not root.inputs or op.kind in ("source", "region") or not hasattr(root.type, "shape")
+        if (not root.inputs or op.kind in (OpKind.SOURCE, OpKind.REGION) or not hasattr(root.type, "shape")
                 or root.type.size > limit):
             return None
         ins = [ctx.node(i) for i in root.inputs]
@@ -152,7 +153,8 @@ def rules(fold_limit: int = 64) -> list[Rule]:
         Rule("pow-one", pat("integer_pow", x, name="root", attrs={"y": 1}), _same),
         Rule("pow-two", pat("integer_pow", x, attrs={"y": 2}), _square),
         Rule("convert-same-type", pat("convert_element_type", x, name="root"), _same),
-        Rule("reduce-no-axes", pat(OPS_REDUCE, x, name="root", attrs={"axes": ()}), _same),
+        Rule("reduce-no-axes", pat(tuple(MONOID_REDUCTIONS.values()), x, name="root",
+                                   attrs={"axes": ()}), _same),
         Rule("noop-shape-op", pat(("broadcast_in_dim", "reshape"), x, name="root"), _same),
         Rule("noop-shape-op", pat("transpose", x, name="root", where=_identity_perm), _same),
         Rule("broadcast-of-broadcast", pat("broadcast_in_dim", pat("broadcast_in_dim", x,
@@ -163,9 +165,6 @@ def rules(fold_limit: int = 64) -> list[Rule]:
         Rule("transpose-into-dot", pat("dot_general", name="root"), _dot_through_transpose),
         Rule("fold-constant", var("root"), _fold(fold_limit)),
     ]
-
-
-OPS_REDUCE = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or")
 
 
 @dataclass(frozen=True)

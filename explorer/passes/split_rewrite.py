@@ -13,10 +13,11 @@ import heapq
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.split_plan import EXIT_KIND, Region
+from ..analysis.split_plan import Region, exit_kind
 from ..ir.builder import GraphBuilder
 from ..ir.graph import Attrs, Graph, Node, TensorType
-from ..ir.ops import infer_type
+from ..ir.ops import MONOID_REDUCTIONS, OPS, infer_type
+from ..ir.traits import Split
 
 INLINE_CONSTANT = 16  # elements: constants up to this size are copied into the body
 
@@ -91,18 +92,17 @@ def build_body(g: Graph, r: Region, rows: int, name: str) -> tuple[Graph, list[t
                 for u in g.users[t.id]:
                     result_of[u] = base + g[u].attrs["index"]
             continue
-        kind = EXIT_KIND[n.op]
-        if kind in ("argmax", "argmin"):
-            value = b.add("reduce_max" if kind == "argmax" else "reduce_min",
-                          [_operand(inner, env, n, st)],
+        if OPS[n.op].split == Split.ARG:  # the chunk's max/min value, then its index
+            monoid = OPS[n.op].monoid.name  # type: ignore[union-attr]
+            value = b.add(MONOID_REDUCTIONS[monoid], [_operand(inner, env, n, st)],
                           {"axes": n.attrs["axes"]}, n.source)
             outs += [value, inner[o]]
-            specs += [(kind[3:],), ("index", len(outs) - 2)]
+            specs += [(monoid,), ("index", len(outs) - 2)]
             result_of[o] = len(outs) - 1
             continue
         result_of[o] = len(outs)
         outs.append(inner[o])
-        specs.append((kind,))
+        specs.append((exit_kind(n.op),))
     return b.build(outs), specs, result_of
 
 
