@@ -1,7 +1,7 @@
 // Bundles src/ into explorer/static/widget.{js,css} with esbuild.
 //   node build.mjs            build
 //   node build.mjs --check    build into a temp dir and fail if the committed bundle differs
-// The bundle's first line records a hash of its sources (the same hash explorer/view/bundle.py
+// The bundle's first line records a hash of its sources (the same hash tests/view/test_bundle.py
 // computes), so a Python test can tell a stale bundle without node.
 import { build } from "esbuild";
 import { createHash } from "node:crypto";

@@ -1,7 +1,8 @@
 // The bundle's entry: anywidget's render() and, for exported pages, mountStatic().
 
 import "./style.css";
-import { StaticModel, type ExportData } from "./static-model";
+import type { ExportData } from "./schema.gen";
+import { StaticModel } from "./static-model";
 import type { Model } from "./types";
 import { renderWidget } from "./widget";
 

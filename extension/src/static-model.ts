@@ -1,12 +1,8 @@
 // A model with no kernel behind it, for exported HTML pages: every stage's view is inlined,
 // so stepping only swaps which view the per-stage keys read from.
 
+import type { ExportData, ExportView } from "./schema.gen";
 import type { Callback, Model } from "./types";
-
-export interface ExportData {
-  state: Record<string, unknown>; // title, stages, index, backends, run_rows, ...
-  views: Record<string, unknown>[]; // one per stage: the keys of payload.VIEW_KEYS
-}
 
 export class StaticModel implements Model {
   private state: Record<string, unknown>;
@@ -17,14 +13,14 @@ export class StaticModel implements Model {
     this.state = { ...data.state, interactive: false };
   }
 
-  private view(): Record<string, unknown> {
+  private view(): Partial<ExportView> {
     const index = Number(this.state.index ?? 0);
     return this.data.views[index] ?? {};
   }
 
   get(name: string): any {
     const view = this.view();
-    return name in view ? view[name] : this.state[name];
+    return name in view ? view[name as keyof ExportView] : this.state[name];
   }
 
   set(name: string, value: unknown): void {

@@ -1,6 +1,6 @@
 // Which stage the arrow keys go to: unchanged stages are skipped while they are hidden.
 
-import type { StageSummary } from "./types";
+import type { StageSummary } from "./schema.gen";
 
 export function visibleIndices(stages: StageSummary[], hideUnchanged: boolean): number[] {
   return stages.filter((s) => s.changed || !hideUnchanged).map((s) => s.index);

@@ -3,7 +3,7 @@
 import { h } from "./dom";
 import { delta, formatBytes, formatCount, formatSeconds } from "./format";
 import { barFractions, timelinePlot } from "./plot";
-import type { CostView, DiffRow, KernelRow, RewriteRow, RunRow, RunState } from "./types";
+import type { CostView, DiffRow, KernelRow, RewriteRow, RunRow, RunState } from "./schema.gen";
 
 const MARK: Record<string, string> = { equal: "", delete: "−", insert: "+", replace: "~", skip: "" };
 

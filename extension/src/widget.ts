@@ -1,27 +1,21 @@
 // The step-through pass widget: a bar of stage chips, before/after graphs, and tabs.
-// It draws the model's traits and writes back only the user's choices (see widget.py).
+// It draws the model's traits and writes back only the user's choices (schema.Choice in schema.gen.ts).
 
 import { clear, h } from "./dom";
 import { PanZoom, type ViewOp } from "./panzoom";
 import { sanitizeSvg } from "./sanitize";
 import { findHits } from "./search";
 import { stepIndex } from "./stepping";
-import type { CostView, DiffRow, KernelRow, Model, RewriteRow, RunRow, RunState, StageSummary } from "./types";
+import { type Choice, type RunMessage, type Tab, TRAIT_NAMES, type Traits } from "./schema.gen";
+import type { Model } from "./types";
 import { costPanel, diffTable, kernelsPanel, rewritesList, runPanel } from "./views";
 
-export const TABS: [string, string][] = [
+export const TABS: [Tab, string][] = [
   ["diff", "IR diff"],
   ["rewrites", "rewrites"],
   ["cost", "cost"],
   ["kernels", "kernels"],
   ["run", "run"],
-];
-
-const WATCHED = [
-  "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite",
-  "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note", "ir_diff",
-  "rewrites", "cost", "backends", "run_rows", "run_state", "kernels", "interactive", "sync_panes",
-  "run_backends", "run_baselines",
 ];
 
 interface Pane {
@@ -92,14 +86,14 @@ function highlight(pane: Pane, keys: string[], searching: boolean): Element[] {
 }
 
 export function renderWidget(model: Model, el: HTMLElement): () => void {
-  const get = <T>(k: string): T => model.get(k) as T;
-  const choose = (k: string, v: unknown) => {
+  const get = <K extends keyof Traits>(k: K): Traits[K] => model.get(k);
+  const choose = <K extends Choice>(k: K, v: Traits[K]) => {
     model.set(k, v);
     model.save_changes();
   };
   const step = (delta: number) => {
-    const next = stepIndex(get<StageSummary[]>("stages") ?? [], get<number>("index"), delta, get<boolean>("hide_unchanged"));
-    if (next !== get<number>("index")) choose("index", next);
+    const next = stepIndex(get("stages") ?? [], get("index"), delta, get("hide_unchanged"));
+    if (next !== get("index")) choose("index", next);
   };
 
   const title = h("span", { class: "gx-title" });
@@ -119,7 +113,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   const graphs = h("div", { class: "gx-graphs" }, before.root, after.root);
   // the same move in the other pane, when synchronised (sync_panes, on by default)
   const mirror = (other: Pane) => (op: ViewOp) => {
-    if (get<boolean>("sync_panes") !== false && !graphs.classList.contains("gx-single")) other.panzoom?.perform(op);
+    if (get("sync_panes") !== false && !graphs.classList.contains("gx-single")) other.panzoom?.perform(op);
   };
   before.onView = mirror(after);
   after.onView = mirror(before);
@@ -161,22 +155,22 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   };
   root.addEventListener("keydown", onKey);
 
-  let dirty = new Set<string>(WATCHED);
+  let dirty = new Set<keyof Traits>(TRAIT_NAMES);
   let scheduled = false;
-  const schedule = (key: string) => () => {
+  const schedule = (key: keyof Traits) => () => {
     dirty.add(key);
     if (!scheduled) {
       scheduled = true;
       queueMicrotask(update);
     }
   };
-  const listeners = WATCHED.map((k) => [`change:${k}`, schedule(k)] as [string, () => void]);
+  const listeners = TRAIT_NAMES.map((k) => [`change:${k}`, schedule(k)] as [string, () => void]);
   for (const [ev, cb] of listeners) model.on(ev, cb);
 
   function renderChips(): void {
-    const stages = get<StageSummary[]>("stages") ?? [];
-    const index = get<number>("index");
-    const hidden = get<boolean>("hide_unchanged");
+    const stages = get("stages") ?? [];
+    const index = get("index");
+    const hidden = get("hide_unchanged");
     clear(chips);
     for (const s of stages) {
       const cls = ["gx-chip", s.changed ? "" : "gx-unchanged", s.index === index ? "gx-current" : "", !s.changed && hidden ? "gx-hidden" : ""];
@@ -196,31 +190,31 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   }
 
   function renderHeading(): void {
-    const stages = get<StageSummary[]>("stages") ?? [];
-    const index = get<number>("index");
+    const stages = get("stages") ?? [];
+    const index = get("index");
     const s = stages[index];
     clear(heading);
     clear(legend);
     if (!s) return;
-    const counts = get<Record<string, number>>("diff_counts") ?? {};
+    const counts = get("diff_counts") ?? {};
     const what = index === 0 ? "the traced program" : s.changed ? `${s.rewrites} rewrites` : "changed nothing";
     heading.append(`stage ${index}/${stages.length - 1}: `, h("b", {}, s.name), ` · ${s.nodes} nodes · ${what}`);
-    for (const k of ["added", "removed", "changed"]) {
+    for (const k of ["added", "removed", "changed"] as const) {
       legend.appendChild(h("span", { class: `gx-swatch gx-swatch-${k}` }, `${k} ${counts[k] ?? 0}`));
     }
     legend.appendChild(h("span", { class: "gx-swatch gx-swatch-hl" }, "highlighted"));
-    const note = get<string>("note");
+    const note = get("note");
     if (note) legend.appendChild(h("span", { class: "gx-note" }, `(${note})`));
     before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
     after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
   }
 
   function applyHighlights(reveal: boolean): void {
-    const query = get<string>("search") ?? "";
-    const pick = get<number>("selected_rewrite");
-    const rw = (get<RewriteRow[]>("rewrites") ?? [])[pick];
-    const hb = query ? findHits(get<Record<string, string>>("before_words") ?? {}, query) : [];
-    const ha = query ? findHits(get<Record<string, string>>("after_words") ?? {}, query) : [];
+    const query = get("search") ?? "";
+    const pick = get("selected_rewrite");
+    const rw = (get("rewrites") ?? [])[pick];
+    const hb = query ? findHits(get("before_words") ?? {}, query) : [];
+    const ha = query ? findHits(get("after_words") ?? {}, query) : [];
     const fb = highlight(before, [...hb, ...(rw?.before_keys ?? [])], query.length > 0);
     const fa = highlight(after, [...ha, ...(rw?.after_keys ?? [])], query.length > 0);
     hits.textContent = query ? `${hb.length} before · ${ha.length} after` : "";
@@ -231,10 +225,10 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   }
 
   function renderTabs(): void {
-    const tab = get<string>("tab") || "diff";
+    const tab = get("tab") || "diff";
     clear(tabbar);
-    const nrw = (get<RewriteRow[]>("rewrites") ?? []).length;
-    const nk = (get<KernelRow[]>("kernels") ?? []).length;
+    const nrw = (get("rewrites") ?? []).length;
+    const nk = (get("kernels") ?? []).length;
     for (const [key, label] of TABS) {
       const extra = key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : "";
       tabbar.appendChild(
@@ -242,28 +236,28 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       );
     }
     clear(tabbody);
-    const stages = get<StageSummary[]>("stages") ?? [];
-    const index = get<number>("index");
-    if (tab === "diff") tabbody.appendChild(diffTable(get<DiffRow[]>("ir_diff") ?? [], index === 0));
-    else if (tab === "rewrites") tabbody.appendChild(rewritesList(get<RewriteRow[]>("rewrites") ?? [], get<number>("selected_rewrite"), (k) => choose("selected_rewrite", k)));
-    else if (tab === "cost") tabbody.appendChild(costPanel(get<CostView>("cost")));
-    else if (tab === "kernels") tabbody.appendChild(kernelsPanel(get<KernelRow[]>("kernels") ?? []));
+    const stages = get("stages") ?? [];
+    const index = get("index");
+    if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
+    else if (tab === "rewrites") tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k)));
+    else if (tab === "cost") tabbody.appendChild(costPanel(get("cost")));
+    else if (tab === "kernels") tabbody.appendChild(kernelsPanel(get("kernels") ?? []));
     else if (tab === "run") {
       tabbody.appendChild(
         runPanel({
-          backends: get<string[]>("backends") ?? [],
-          chosen: get<string[]>("run_backends") ?? get<string[]>("backends") ?? [],
-          baselines: get<boolean>("run_baselines") !== false,
+          backends: get("backends") ?? [],
+          chosen: get("run_backends") ?? get("backends") ?? [],
+          baselines: get("run_baselines") !== false,
           onChoose: (backends, baselines) => {
             model.set("run_backends", backends);
             model.set("run_baselines", baselines);
             model.save_changes();
           },
-          interactive: get<boolean>("interactive") !== false,
-          state: get<RunState>("run_state") ?? { running: false, done: 0, total: 0, message: "" },
-          rows: get<RunRow[]>("run_rows") ?? [],
+          interactive: get("interactive") !== false,
+          state: get("run_state") ?? { running: false, done: 0, total: 0, message: "", pending: [] },
+          rows: get("run_rows") ?? [],
           stageName: stages[index]?.name ?? "",
-          onRun: (backends, baselines) => model.send({ type: "run", backends, baselines, stage: index }),
+          onRun: (backends, baselines) => model.send({ type: "run", backends, baselines, stage: index } satisfies RunMessage),
         }),
       );
     }
@@ -273,22 +267,22 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     scheduled = false;
     const d = dirty;
     dirty = new Set();
-    const any = (...keys: string[]) => keys.some((k) => d.has(k));
-    if (any("title")) title.textContent = `gambit-explorer · ${get<string>("title") ?? ""}`;
-    if (any("hide_unchanged")) hide.checked = !!get<boolean>("hide_unchanged");
-    if (any("sync_panes")) sync.checked = get<boolean>("sync_panes") !== false;
-    if (any("search") && document.activeElement !== search) search.value = get<string>("search") ?? "";
+    const any = (...keys: (keyof Traits)[]) => keys.some((k) => d.has(k));
+    if (any("title")) title.textContent = `gambit-explorer · ${get("title") ?? ""}`;
+    if (any("hide_unchanged")) hide.checked = !!get("hide_unchanged");
+    if (any("sync_panes")) sync.checked = get("sync_panes") !== false;
+    if (any("search") && document.activeElement !== search) search.value = get("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
     if (any("stages", "index", "diff_counts", "note")) renderHeading();
-    const index = get<number>("index");
-    const single = !get<string>("before_svg");
+    const index = get("index");
+    const single = !get("before_svg");
     const relayout = single !== graphs.classList.contains("gx-single");
     graphs.classList.toggle("gx-single", single);
-    if (any("before_svg")) showSvg(before, get<string>("before_svg") ?? "", index === 0 ? "the traced program: no earlier stage" : "no graph");
-    if (any("after_svg")) showSvg(after, get<string>("after_svg") ?? "", "no graph");
+    if (any("before_svg")) showSvg(before, get("before_svg") ?? "", index === 0 ? "the traced program: no earlier stage" : "no graph");
+    if (any("after_svg")) showSvg(after, get("after_svg") ?? "", "no graph");
     else if (relayout) after.panzoom?.fit();
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words")) {
-      applyHighlights(d.has("selected_rewrite") && get<number>("selected_rewrite") >= 0);
+      applyHighlights(d.has("selected_rewrite") && get("selected_rewrite") >= 0);
     }
     if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "interactive", "run_backends", "run_baselines")) renderTabs();
   }

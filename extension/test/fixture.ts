@@ -1,5 +1,5 @@
 // A small exported trace, shaped like explorer/view/export.py's data, for the DOM tests.
-import type { ExportData } from "../src/static-model";
+import type { ExportData, ExportView, StageSummary } from "../src/schema.gen";
 
 const svg = (keys: string[], extra = "") =>
   `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 300" width="200pt" height="300pt">` +
@@ -7,9 +7,9 @@ const svg = (keys: string[], extra = "") =>
   keys.map((k, i) => `<g class="node gx_${k}"><title>${k}</title><polygon points="0,${-i * 40} 50,${-i * 40} 50,${-i * 40 - 30} 0,${-i * 40 - 30}"/><text>${k}</text></g>`).join("") +
   `${extra}</g></svg>`;
 
-const stage = (index: number, name: string, changed: boolean) => ({ index, name, changed, nodes: 3, rewrites: changed ? 1 : 0, flops: 10 * (4 - index), bytes: 100, peak_bytes: 48 });
+const stage = (index: number, name: string, changed: boolean): StageSummary => ({ index, name, changed, nodes: 3, rewrites: changed ? 1 : 0, flops: 10 * (4 - index), bytes: 100, peak_bytes: 48 });
 
-const view = (i: number) => ({
+const view = (i: number): ExportView => ({
   before_svg: i === 0 ? "" : svg(["n0", "n1", "n2"]),
   after_svg: svg(i === 3 ? ["n0", "n1"] : ["n0", "n1", "n2"]),
   before_words: i === 0 ? {} : { n0: "%0 parameter x", n1: "%1 mul in[3]:2 f", n2: "%2 add in[3]:3 f" },
@@ -35,7 +35,7 @@ export function fixture(): ExportData {
       sync_panes: true,
       backends: [],
       run_rows: [],
-      run_state: { running: false, done: 0, total: 0, message: "" },
+      run_state: { running: false, done: 0, total: 0, message: "", pending: [] },
     },
     views: [0, 1, 2, 3].map(view),
   };

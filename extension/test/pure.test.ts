@@ -6,7 +6,7 @@ import { barFractions, timelinePath } from "../src/plot";
 import { versus } from "../src/views";
 import { findHits, matches } from "../src/search";
 import { stepIndex, visibleIndices } from "../src/stepping";
-import type { StageSummary } from "../src/types";
+import type { StageSummary } from "../src/schema.gen";
 
 describe("search (the rule of explorer/view/search.py)", () => {
   it("matches ops, names and ids", () => {

@@ -1,0 +1,367 @@
+"""The widget's payload schema, declared once: every trait Python sends the front end, every
+message the front end sends back, and the data an exported page inlines.
+
+The front end's types are generated from these declarations: `python -m explorer.view.schema`
+writes extension/src/schema.gen.ts (committed; a test checks that it is what this module
+generates). `problems(value, tp)` lists what in a payload does not fit its declaration.
+
+The declarations use JSON's types: str, int, float, bool, None, Literal, unions, list[X],
+tuple[...] (a fixed-length array), dict[str, X], TypedDicts (NotRequired for keys that may be
+absent) and Partial[T] (any of a TypedDict's keys). Every public TypedDict and capitalised alias
+in this module becomes a TypeScript declaration of the same name, in the same order, with the
+class's docstring or the comment above the alias as its doc comment.
+"""
+
+import json
+import reprlib
+import sys
+import types
+from itertools import takewhile
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, Union, get_args, get_origin
+
+from typing_extensions import NotRequired, TypedDict, get_type_hints, is_typeddict
+
+T = TypeVar("T")
+
+
+class Partial(Generic[T]):
+    """Any of a TypedDict's keys (TypeScript's Partial<T>): a state that may leave keys out."""
+
+
+# ------------------------------------------------------------ one stage's view
+
+
+class StageSummary(TypedDict):
+    """One stage as the bar of stage chips shows it; `changed` is true for the traced stage."""
+
+    index: int
+    name: str
+    changed: bool
+    nodes: int
+    rewrites: int
+    flops: int
+    bytes: int
+    peak_bytes: int
+
+
+# How a row of the IR diff differs between the two stages.
+DiffTag = Literal["equal", "delete", "insert", "replace", "skip"]
+# A row of the IR diff: tag, left line number, left text, right line number, right text.
+# A "skip" row folds unchanged lines away; its left text says how many.
+DiffRow = tuple[DiffTag, int | None, str, int | None, str]
+
+
+class DiffCounts(TypedDict):
+    """Nodes added, removed and changed by the stage."""
+
+    added: int
+    removed: int
+    changed: int
+
+
+class RewriteRow(TypedDict):
+    """A rewrite the stage's pass made: node ids before and after, where in the user's source
+    it comes from, and the graph elements (`*_keys`) to highlight when it is picked."""
+
+    rule: str
+    before: list[int]
+    after: list[int]
+    source: str
+    line_text: str
+    before_keys: list[str]
+    after_keys: list[str]
+
+
+class CostNumbers(TypedDict):
+    """FLOPs, bytes moved and the planned peak of live temporaries."""
+
+    flops: int
+    bytes: int
+    peak_bytes: int
+
+
+class CostView(CostNumbers):
+    """The cost tab: this stage's numbers, the previous stage's (null for the traced one), and
+    the live temporary bytes after each step of the schedule."""
+
+    prev: CostNumbers | None
+    timeline: list[int]
+    peak_node: int | None
+    memory_limit: int | None
+    nodes: int
+
+
+class StageView(TypedDict):
+    """Everything shown for one stage against the stage before it; `*_words` map a graph
+    element's key to the words a search matches."""
+
+    before_svg: str
+    after_svg: str
+    before_words: dict[str, str]
+    after_words: dict[str, str]
+    diff_counts: DiffCounts
+    note: str
+    ir_diff: list[DiffRow]
+    rewrites: list[RewriteRow]
+    cost: CostView
+
+
+# ------------------------------------------------------------ runs
+
+
+class RunRow(TypedDict):
+    """One measured run, a baseline or a stage on a backend. `seconds` is the median;
+    `peak_bytes` is null where the runtime cannot tell; `ok` is null where there were no values
+    to check; `error` says why the run could not happen, and is empty when it did."""
+
+    key: str
+    kind: Literal["baseline", "stage"]
+    label: str
+    stage: int | None
+    backend: str
+    seconds: float | None
+    min_seconds: float | None
+    repeats: int
+    peak_bytes: int | None
+    peak_how: str
+    check: str
+    ok: bool | None
+    error: str
+
+
+class RunState(TypedDict):
+    """Progress of the runs under way; `pending` are the labels of the runs still to come, the
+    first one running now."""
+
+    running: bool
+    done: int
+    total: int
+    message: str
+    pending: list[str]
+
+
+class KernelRow(TypedDict):
+    """A kernel a backend generated for the stage's latest run on it."""
+
+    backend: str
+    name: str
+    source: str
+    seconds: float
+
+
+# ------------------------------------------------------------ the widget
+
+# The tabs below the graphs.
+Tab = Literal["diff", "rewrites", "cost", "kernels", "run"]
+
+
+class WidgetState(TypedDict):
+    """The widget's traits other than the current stage's view."""
+
+    title: str
+    stages: list[StageSummary]
+    index: int
+    hide_unchanged: bool
+    search: str
+    tab: Tab
+    selected_rewrite: int
+    sync_panes: bool
+    backends: list[str]
+    run_backends: list[str]
+    run_baselines: bool
+    run_rows: list[RunRow]
+    run_state: RunState
+    kernels: list[KernelRow]
+    interactive: bool
+
+
+class Traits(WidgetState, StageView):
+    """Every trait the widget syncs: the state and the current stage's view."""
+
+
+# The traits the front end writes back: the user's choices. Python owns all the others.
+Choice = Literal["index", "hide_unchanged", "search", "selected_rewrite", "tab", "sync_panes",
+                 "run_backends", "run_baselines"]
+
+
+class RunMessage(TypedDict):
+    """The front end asks for runs; a key left out means the widget's current choice."""
+
+    type: Literal["run"]
+    backends: NotRequired[list[str]]
+    baselines: NotRequired[bool]
+    stage: NotRequired[int]
+
+
+IDLE = RunState(running=False, done=0, total=0, message="", pending=[])
+# The traits' starting values where the type's zero ("", 0, False, [], {}) is not it.
+DEFAULTS: dict[str, Any] = {"tab": "diff", "selected_rewrite": -1, "sync_panes": True,
+                            "run_baselines": True, "interactive": True, "run_state": IDLE}
+
+
+# ------------------------------------------------------------ exported pages
+
+
+class ExportView(StageView):
+    """One stage of an exported page: its view and the kernels of its runs."""
+
+    kernels: list[KernelRow]
+
+
+class ExportData(TypedDict):
+    """An exported page's data: the state to start from and every stage's view."""
+
+    state: Partial[WidgetState]
+    views: list[ExportView]
+
+
+# ------------------------------------------------------------ reading the declarations
+
+
+def fields(tp: Any) -> dict[str, Any]:
+    """A TypedDict's keys and their types, in declaration order."""
+    return get_type_hints(tp)
+
+
+def _declarations() -> dict[str, Any]:
+    """The public TypedDicts and aliases of this module by name, in declaration order."""
+    return {name: v for name, v in vars(sys.modules[__name__]).items()
+            if name[0].isupper()
+            and (is_typeddict(v) or (get_origin(v) is not None and not isinstance(v, type)))}
+
+
+def problems(value: Any, tp: Any, where: str = "payload") -> list[str]:
+    """What in `value` does not fit the declared type `tp`: missing, undeclared or mistyped
+    keys, each named by its path. Empty when it fits."""
+    origin, args = get_origin(tp), get_args(tp)
+    if is_typeddict(tp) or origin is Partial:
+        decl = tp if origin is None else args[0]
+        if not isinstance(value, dict):
+            return _wrong(value, tp, where)
+        hints = fields(decl)
+        need = set() if origin is Partial else decl.__required_keys__
+        out = [f"{where}: undeclared key {k!r}" for k in value if k not in hints]
+        out += [f"{where}: missing key {k!r}" for k in hints if k in need and k not in value]
+        for k, sub in hints.items():
+            if k in value:
+                out += problems(value[k], sub, f"{where}.{k}")
+        return out
+    if origin in (Union, types.UnionType):
+        ok = any(not problems(value, a, where) for a in args)
+    elif origin is Literal:
+        ok = any(value == a and type(value) is type(a) for a in args)
+    elif tp in (int, float):
+        ok = not isinstance(value, bool) and isinstance(value, (int, float) if tp is float else int)
+    elif tp in (str, bool, types.NoneType, None):
+        ok = isinstance(value, tp or types.NoneType)
+    elif origin in (list, tuple) and isinstance(value, (list, tuple)):
+        items = args * len(value) if origin is list else args
+        if len(items) != len(value):
+            return _wrong(value, tp, where)
+        return [p for k, (v, a) in enumerate(zip(value, items)) for p in problems(v, a, f"{where}[{k}]")]
+    elif origin is dict and isinstance(value, dict):
+        return [p for k, v in value.items()
+                for p in problems(k, args[0], f"{where} key") + problems(v, args[1], f"{where}.{k}")]
+    else:
+        ok = False
+    return [] if ok else _wrong(value, tp, where)
+
+
+def _wrong(value: Any, tp: Any, where: str) -> list[str]:
+    return [f"{where}: {reprlib.repr(value)} is not {typescript_type(tp)}"]
+
+
+# ------------------------------------------------------------ TypeScript
+
+TS_FILE = Path(__file__).resolve().parents[2] / "extension" / "src" / "schema.gen.ts"
+_SCALARS = {str: "string", int: "number", float: "number", bool: "boolean", types.NoneType: "null",
+            None: "null", Any: "unknown"}
+
+
+def typescript_type(tp: Any, names: dict[str, Any] | None = None) -> str:
+    """`tp` in TypeScript; a type declared by name in `names` is referred to by that name."""
+    for name, decl in (names or {}).items():
+        if tp is decl or (get_origin(tp) is not None and tp == decl):
+            return name
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join(typescript_type(a, names) for a in args)
+    if origin is list:
+        item = typescript_type(args[0], names)
+        return f"({item})[]" if "|" in item else f"{item}[]"
+    if origin is tuple:
+        return "[" + ", ".join(typescript_type(a, names) for a in args) + "]"
+    if origin is dict:
+        return f"Record<{typescript_type(args[0], names)}, {typescript_type(args[1], names)}>"
+    if origin is Partial:
+        return f"Partial<{typescript_type(args[0], names)}>"
+    if is_typeddict(tp):
+        return tp.__name__
+    raise TypeError(f"{tp!r} has no TypeScript form in the schema")
+
+
+def _doc(text: str | None, indent: str = "") -> list[str]:
+    if not text:
+        return []
+    lines = [line.strip() for line in text.strip().replace("*/", "* /").splitlines()]
+    if len(lines) == 1:
+        return [f"{indent}/** {lines[0]} */"]
+    return [f"{indent}/**", *(f"{indent} * {line}".rstrip() for line in lines), f"{indent} */"]
+
+
+def _alias_doc(name: str) -> str:
+    """The comment lines just above `name = ...` in this module."""
+    lines = Path(__file__).read_text(encoding="utf-8").splitlines()
+    above = lines[:lines.index(next(x for x in lines if x.startswith(f"{name} = ")))]
+    notes = list(takewhile(lambda x: x.startswith("# "), reversed(above)))
+    return "\n".join(x[2:] for x in reversed(notes))
+
+
+def _interface(name: str, tp: Any, names: dict[str, Any]) -> list[str]:
+    bases = [b for b in getattr(tp, "__orig_bases__", ()) if is_typeddict(b)]
+    inherited = {k for b in bases for k in fields(b)}
+    own = {k: v for k, v in fields(tp).items() if k not in inherited}
+    head = f"export interface {name}" + (f" extends {', '.join(b.__name__ for b in bases)}"
+                                         if bases else "")
+    if not own:
+        return [head + " {}"]
+    body = [f"  {k}{'' if k in tp.__required_keys__ else '?'}: {typescript_type(v, names)};"
+            for k, v in own.items()]
+    return [head + " {", *body, "}"]
+
+
+def _wrapped(items: list[str], width: int = 100) -> list[str]:
+    lines = [""]
+    for item in items:
+        if lines[-1] and len(lines[-1]) + len(item) + 2 > width:
+            lines.append("")
+        lines[-1] += ("" if not lines[-1] else " ") + item + ","
+    return ["  " + line for line in lines]
+
+
+def typescript() -> str:
+    """The text of extension/src/schema.gen.ts."""
+    decls = _declarations()
+    out = ["// Generated from explorer/view/schema.py by `python -m explorer.view.schema`:"
+           " do not edit.", *(f"// {line}".rstrip() for line in
+                              ["", *(__doc__ or "").strip().splitlines()[:2]]), ""]
+    for name, tp in decls.items():
+        if is_typeddict(tp):
+            out += [*_doc(tp.__doc__), *_interface(name, tp, decls), ""]
+        else:
+            others = {k: v for k, v in decls.items() if k != name}
+            out += [*_doc(_alias_doc(name)), f"export type {name} = {typescript_type(tp, others)};", ""]
+    out += ["/** The name of every trait, for listening to all of them. */",
+            "export const TRAIT_NAMES: (keyof Traits)[] = [",
+            *_wrapped([json.dumps(k) for k in fields(Traits)]), "];", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    TS_FILE.write_text(typescript(), encoding="utf-8")
+    print(f"wrote {TS_FILE}")

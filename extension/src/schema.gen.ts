@@ -1,0 +1,177 @@
+// Generated from explorer/view/schema.py by `python -m explorer.view.schema`: do not edit.
+//
+// The widget's payload schema, declared once: every trait Python sends the front end, every
+// message the front end sends back, and the data an exported page inlines.
+
+/** One stage as the bar of stage chips shows it; `changed` is true for the traced stage. */
+export interface StageSummary {
+  index: number;
+  name: string;
+  changed: boolean;
+  nodes: number;
+  rewrites: number;
+  flops: number;
+  bytes: number;
+  peak_bytes: number;
+}
+
+/** How a row of the IR diff differs between the two stages. */
+export type DiffTag = "equal" | "delete" | "insert" | "replace" | "skip";
+
+/**
+ * A row of the IR diff: tag, left line number, left text, right line number, right text.
+ * A "skip" row folds unchanged lines away; its left text says how many.
+ */
+export type DiffRow = [DiffTag, number | null, string, number | null, string];
+
+/** Nodes added, removed and changed by the stage. */
+export interface DiffCounts {
+  added: number;
+  removed: number;
+  changed: number;
+}
+
+/**
+ * A rewrite the stage's pass made: node ids before and after, where in the user's source
+ * it comes from, and the graph elements (`*_keys`) to highlight when it is picked.
+ */
+export interface RewriteRow {
+  rule: string;
+  before: number[];
+  after: number[];
+  source: string;
+  line_text: string;
+  before_keys: string[];
+  after_keys: string[];
+}
+
+/** FLOPs, bytes moved and the planned peak of live temporaries. */
+export interface CostNumbers {
+  flops: number;
+  bytes: number;
+  peak_bytes: number;
+}
+
+/**
+ * The cost tab: this stage's numbers, the previous stage's (null for the traced one), and
+ * the live temporary bytes after each step of the schedule.
+ */
+export interface CostView extends CostNumbers {
+  prev: CostNumbers | null;
+  timeline: number[];
+  peak_node: number | null;
+  memory_limit: number | null;
+  nodes: number;
+}
+
+/**
+ * Everything shown for one stage against the stage before it; `*_words` map a graph
+ * element's key to the words a search matches.
+ */
+export interface StageView {
+  before_svg: string;
+  after_svg: string;
+  before_words: Record<string, string>;
+  after_words: Record<string, string>;
+  diff_counts: DiffCounts;
+  note: string;
+  ir_diff: DiffRow[];
+  rewrites: RewriteRow[];
+  cost: CostView;
+}
+
+/**
+ * One measured run, a baseline or a stage on a backend. `seconds` is the median;
+ * `peak_bytes` is null where the runtime cannot tell; `ok` is null where there were no values
+ * to check; `error` says why the run could not happen, and is empty when it did.
+ */
+export interface RunRow {
+  key: string;
+  kind: "baseline" | "stage";
+  label: string;
+  stage: number | null;
+  backend: string;
+  seconds: number | null;
+  min_seconds: number | null;
+  repeats: number;
+  peak_bytes: number | null;
+  peak_how: string;
+  check: string;
+  ok: boolean | null;
+  error: string;
+}
+
+/**
+ * Progress of the runs under way; `pending` are the labels of the runs still to come, the
+ * first one running now.
+ */
+export interface RunState {
+  running: boolean;
+  done: number;
+  total: number;
+  message: string;
+  pending: string[];
+}
+
+/** A kernel a backend generated for the stage's latest run on it. */
+export interface KernelRow {
+  backend: string;
+  name: string;
+  source: string;
+  seconds: number;
+}
+
+/** The tabs below the graphs. */
+export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run";
+
+/** The widget's traits other than the current stage's view. */
+export interface WidgetState {
+  title: string;
+  stages: StageSummary[];
+  index: number;
+  hide_unchanged: boolean;
+  search: string;
+  tab: Tab;
+  selected_rewrite: number;
+  sync_panes: boolean;
+  backends: string[];
+  run_backends: string[];
+  run_baselines: boolean;
+  run_rows: RunRow[];
+  run_state: RunState;
+  kernels: KernelRow[];
+  interactive: boolean;
+}
+
+/** Every trait the widget syncs: the state and the current stage's view. */
+export interface Traits extends WidgetState, StageView {}
+
+/** The traits the front end writes back: the user's choices. Python owns all the others. */
+export type Choice = "index" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "run_backends" | "run_baselines";
+
+/** The front end asks for runs; a key left out means the widget's current choice. */
+export interface RunMessage {
+  type: "run";
+  backends?: string[];
+  baselines?: boolean;
+  stage?: number;
+}
+
+/** One stage of an exported page: its view and the kernels of its runs. */
+export interface ExportView extends StageView {
+  kernels: KernelRow[];
+}
+
+/** An exported page's data: the state to start from and every stage's view. */
+export interface ExportData {
+  state: Partial<WidgetState>;
+  views: ExportView[];
+}
+
+/** The name of every trait, for listening to all of them. */
+export const TRAIT_NAMES: (keyof Traits)[] = [
+  "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite", "sync_panes",
+  "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels", "interactive",
+  "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note", "ir_diff",
+  "rewrites", "cost",
+];
