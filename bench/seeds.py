@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import explorer as gx
-from explorer.backends import dispatch, reference
+from explorer.backends import reference, registry
 from explorer.backends.measure import repeat
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -43,7 +43,7 @@ def _jit_time(fn: Callable[..., Any], args: list[np.ndarray], repeats: int) -> f
 
 def _ours(fn: Callable[..., Any], args: list[np.ndarray], backend: str, repeats: int) -> tuple[float, Any]:
     t = gx.explore(fn, *args)  # the default pipeline ends with fuse
-    return _median(dispatch.time_graph(t.final.graph, args, backend, repeats)), t
+    return _median(registry.time_graph(t.final.graph, args, backend, repeats=repeats)), t
 
 
 def chain(n: int, repeats: int, rng: np.random.Generator) -> list[tuple[str, float, str]]:
@@ -91,10 +91,10 @@ def fusion(n: int, repeats: int, rng: np.random.Generator) -> list[tuple[str, fl
 
     ours, t = _ours(fn, [x, y], "cpu", repeats)
     traced = t.stages[0].graph
-    eager = _median(dispatch.time_graph(traced, [x, y], "reference", repeats))
+    eager = _median(registry.time_graph(traced, [x, y], "reference", repeats=repeats))
     jit = _jit_time(fn, [x, y], repeats)
     _, _, eager_peak = reference.run(traced, [x, y])
-    ours_peak = dispatch.run_graph(t.final.graph, [x, y], "cpu")[2]
+    ours_peak = registry.run_graph(t.final.graph, [x, y], "cpu").peak_bytes
     return [(f"fusion mean(x**2*3+y) {n}^2 f32, CPU: ours / jax.jit", ours / jit, "<= 1.5"),
             (f"fusion {n}^2, CPU: NumPy eager / ours", eager / ours, ">= 2"),
             (f"fusion {n}^2, CPU: our temporaries / NumPy eager's (tracemalloc: {ours_peak:,} B "

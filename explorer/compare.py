@@ -140,7 +140,7 @@ def compare(trace: Trace, args: tuple[Any, ...], backends: Sequence[str] = ("cpu
         bar.set_postfix_str(name if stage is None else f"{stage.name} on {name}")
         if stage is not None:
             rows.append(measure_graph(stage.graph, flat, name, want, repeats,
-                                      f"{stage.name} on {name}", stage.name, trace.memory_limit))
+                                      f"{stage.name} on {name}", stage.name, trace.options))
         else:
             rows.append(measure_baseline(trace, name, args, flat, want, repeats))
     bar.close()

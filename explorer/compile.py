@@ -13,10 +13,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from .backends import dispatch
+from .backends import registry
+from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
 from .trace import Trace, explore
-from .units import parse_bytes
 
 Signature = tuple[Any, tuple[tuple[tuple[int, ...], str], ...]]
 
@@ -31,11 +31,11 @@ class Compiled:
 
     def __init__(self, fn: Callable[..., Any], memory_limit: int | str | None, backend: str,
                  pipeline: Sequence[str] | None) -> None:
-        if backend not in dispatch.available() and backend != "gpu":
-            raise ValueError(f"backend {backend!r} is not available; available: "
-                             f"{', '.join(dispatch.available())}")
+        if backend not in registry.names():  # a registered but unavailable one fails on call
+            registry.get(backend)
         self.fn = fn
-        self.memory_limit = parse_bytes(memory_limit) if memory_limit is not None else None
+        self.options = CompileOptions.make(memory_limit, backend)
+        self.memory_limit = self.options.memory_limit
         self.backend = backend
         self.pipeline = list(pipeline) if pipeline is not None else list(DEFAULT_PIPELINE)
         self.traces: dict[Signature, Trace] = {}
@@ -46,14 +46,12 @@ class Compiled:
         key = signature(args)
         if key not in self.traces:
             self.traces[key] = explore(self.fn, *args, pipeline=self.pipeline,
-                                       memory_limit=self.memory_limit)
+                                       options=self.options)
         return self.traces[key]
 
     def __call__(self, *args: Any) -> Any:
         t = self.trace_for(*args)
-        if self.backend == "reference":
-            return t.run(*args).value
-        exe = dispatch.executable(t.final.graph, self.backend, self.memory_limit)
+        exe = registry.executable(t.final.graph, self.backend, self.options)
         outs = exe.execute(exe.prepare(t.flat_args(args)))
         outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
         return jax.tree_util.tree_unflatten(t.traced.out_tree, outs)

@@ -12,21 +12,26 @@ import numpy as np
 
 from .analysis.cost import Cost, graph_cost
 from .analysis.memory import MemoryPlan, plan
-from .backends import dispatch, reference
+from .backends import reference, registry
 from .backends.result import RunResult
 from .frontend.jax import Traced, trace
 from .ir.graph import Graph
+from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
 from .passes.base import Pass, PassReport
-from .passes.pipeline import resolve, run_pipeline
-from .passes.split import check_limit, with_split
-from .units import format_bytes, parse_bytes
+from .passes.pipeline import configure, resolve, run_pipeline
+from .passes.split import check_limit
+from .units import format_bytes
 
 if TYPE_CHECKING:
     from .compare import Comparison
 
-# The backends this machine can run ("gpu" only with CuPy and a GPU).
-BACKENDS = dispatch.available()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BACKENDS":  # the backends this machine can run, as the registry says now
+        return registry.available()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -52,11 +57,15 @@ class Trace:
     """The stages of one exploration; stages[0] is the traced program."""
 
     def __init__(self, traced: Traced, stages: Sequence[Stage], example_args: tuple[Any, ...],
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, options: CompileOptions | None = None) -> None:
         self.traced = traced
         self.stages = list(stages)
         self.example_args = example_args
-        self.memory_limit = memory_limit
+        self.options = CompileOptions.make(memory_limit, base=options)
+
+    @property
+    def memory_limit(self) -> int | None:
+        return self.options.memory_limit
 
     @property
     def final(self) -> Stage:
@@ -82,17 +91,16 @@ class Trace:
                 f"got {tree}")
         return [np.asarray(x) for x in leaves]
 
-    def run(self, *args: Any, backend: str = "reference", stage: int | str = -1) -> RunResult:
-        """Run one stage on `args` (default: the traced example arguments) on a backend:
-        "reference" (the interpreter), "cpu" (generated kernels), "gpu" (CuPy), "jax"."""
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown or unavailable backend {backend!r}; available: "
-                             f"{', '.join(BACKENDS)}")
+    def run(self, *args: Any, backend: str | None = None, stage: int | str = -1) -> RunResult:
+        """Run one stage on `args` (default: the traced example arguments) on a registered
+        backend (default: the options' backend): "reference" (the interpreter), "cpu"
+        (generated kernels), "gpu" (CuPy), "jax"; see `explorer.backends.registry`."""
+        name = backend or self.options.backend
+        registry.get(name)  # unknown or unavailable: a BackendError naming the reason
         g = self.stage(stage).graph
-        outs, seconds, peak, kernels = dispatch.run_graph(
-            g, self.flat_args(args or self.example_args), backend, self.memory_limit)
-        value = jax.tree_util.tree_unflatten(self.traced.out_tree, outs)
-        return RunResult(value, seconds, peak, backend, kernels)
+        r = registry.run_graph(g, self.flat_args(args or self.example_args), name, self.options)
+        value = jax.tree_util.tree_unflatten(self.traced.out_tree, r.outputs)
+        return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels)
 
     def compare(self, *args: Any, backends: Sequence[str] = ("cpu",),
                 baselines: Sequence[str] = ("numpy", "jax-eager", "jax-jit"),
@@ -130,12 +138,14 @@ class Trace:
 
 
 def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | Pass] | None = None,
-            memory_limit: int | str | None = None, check: bool | None = None) -> Trace:
-    """Trace `fn(*args)` and run `pipeline` (default: the standard one) one stage at a time."""
-    limit = parse_bytes(memory_limit) if memory_limit is not None else None
-    passes = resolve(DEFAULT_PIPELINE if pipeline is None else pipeline)
-    if limit is not None:  # the split pass, after dot-order (explorer/passes/split.py)
-        passes = with_split(passes, limit)
+            memory_limit: int | str | None = None, check: bool | None = None,
+            options: CompileOptions | None = None) -> Trace:
+    """Trace `fn(*args)` and run `pipeline` (default: the standard one) one stage at a time.
+    `memory_limit` is sugar for `options=CompileOptions(memory_limit=...)`; the pipeline's
+    passes read the options they serve (explorer/passes/pipeline.py)."""
+    options = CompileOptions.make(memory_limit, base=options)
+    registry.get(options.backend)  # an unknown backend fails before any work
+    passes = configure(resolve(DEFAULT_PIPELINE if pipeline is None else pipeline), options)
     traced = trace(fn, *args)
     stages = [Stage("traced", traced.graph, PassReport(changed=False))]
 
@@ -143,8 +153,8 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
         stages.append(Stage(p.name, g, report))
 
     final = run_pipeline(traced.graph, passes, check=check, on_stage=record)
-    if limit is not None:
-        check_limit(final, limit)
-    result = Trace(traced, stages, args, limit)
+    if options.memory_limit is not None:
+        check_limit(final, options.memory_limit, options.backend)
+    result = Trace(traced, stages, args, options=options)
     result.fn = fn  # the baselines of compare() call the user's own function
     return result

@@ -294,3 +294,28 @@ def test_random_programs_under_limits(g: Graph, limit: int) -> None:
     outs, _, measured = run(after, args)
     assert measured <= limit, f"measured {measured} > limit {limit}\n{after}"
     assert_outputs_close(want, outs, f"limit {limit}")
+
+
+def test_pipeline_spec_carries_the_split_options() -> None:
+    """`split{memory-limit=1MiB}` in a spec is what `memory_limit=` is sugar for."""
+    spec = gx.explore(kernel_vector, *KVP_ARGS, pipeline="simplify,split{memory-limit=1MiB}")
+    sugar = gx.explore(kernel_vector, *KVP_ARGS, pipeline="simplify", memory_limit="1MiB")
+    assert [s.name for s in spec.stages] == [s.name for s in sugar.stages]
+    assert str(spec.final.graph) == str(sugar.final.graph)
+    assert any(n.op == "loop" for n in spec.final.graph.nodes)
+    both = gx.explore(kernel_vector, *KVP_ARGS, pipeline="split{memory-limit=1MiB, backend=cpu}")
+    (loop,) = [n for n in both.final.graph.nodes if n.op == "loop"]
+    assert both.stage("split").report.changed and loop.attrs["chunk"] < loop.attrs["size"]
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("split{memory-limt=1MiB}", "pass 'split' has no option 'memory-limt'"),
+    ("split{memory-limit=lots}", "not a byte size"),
+    ("split{memory-limit=1MiB", "cannot read pipeline"),
+    ("simplify{fold-limit=4}x", "cannot read pipeline"),
+])
+def test_bad_pass_options_name_the_cause(spec: str, message: str) -> None:
+    from explorer.passes.pipeline import PipelineError
+
+    with pytest.raises((PipelineError, ValueError), match=message):
+        gx.explore(kernel_vector, *KVP_ARGS, pipeline=spec)

@@ -3,22 +3,49 @@
 Temporaries are everything the program allocates except its inputs and its outputs (and the
 constants baked into it). Ops that only re-index their input (broadcast, transpose, slice, ...)
 alias it instead of allocating, as NumPy views do; a reshape of a strided view copies.
-At each step the op's own transient allocations (analysis/workspace.py) are added on top of
-the live buffers, so the plan bounds what the reference interpreter measures. Region-aware:
-a `loop` node's step holds its result buffers plus one iteration's temporaries.
+At each step the op's own transient allocations are added on top of the live buffers: what a
+backend's implementation of an op allocates beyond its result is that backend's to know, so
+each backend declares it (`declare_temporaries`, done by the backend registry) and a plan is
+made for one backend's temporaries (the reference interpreter's unless said otherwise).
+Region-aware: a `loop` node's step holds its result buffers plus one iteration's temporaries
+(its body's peak, results included) plus what the backend allocates to merge a chunk.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..ir.graph import Graph, TupleType
-from .workspace import workspace_bytes
+from ..ir.graph import Graph, Node, TupleType
+from ..ir.ops import OPS
+from ..ir.traits import View
 
-# Views: they allocate nothing and keep their input's buffer alive.
-STRIDED_VIEW_OPS = frozenset({"broadcast_in_dim", "transpose", "rev", "slice"})
-# These are views of a contiguous input, but copy a strided one.
-RESHAPE_OPS = frozenset({"reshape", "squeeze", "expand_dims", "get_tuple_element"})
+# (graph, node, contiguous: node id -> is its buffer contiguous) -> transient bytes the node's
+# step allocates beyond its result (for a loop: beyond one iteration's body peak).
+Workspace = Callable[[Graph, Node, Mapping[int, bool]], int]
+_TEMPORARIES: dict[str, Workspace] = {}
+DEFAULT_BACKEND = "reference"
+
+
+def declare_temporaries(backend: str, workspace: Workspace | None) -> None:
+    """Backend `backend` allocates `workspace(...)` bytes beyond each result (None: nothing)."""
+    if workspace is None:
+        _TEMPORARIES.pop(backend, None)
+    else:
+        _TEMPORARIES[backend] = workspace
+
+
+def _nothing(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
+    return 0
+
+
+def temporaries(backend: str) -> Workspace:
+    return _TEMPORARIES.get(backend, _nothing)
+
+# Views (the op table's `view` trait): they allocate nothing and keep their input's buffer
+# alive; the reshaping ones are views of a contiguous input, but copy a strided one.
+STRIDED_VIEW_OPS = frozenset(n for n, r in OPS.items() if r.view == View.STRIDED)
+RESHAPE_OPS = frozenset(n for n, r in OPS.items() if r.view == View.RESHAPE)
 ALIASING_OPS = STRIDED_VIEW_OPS | RESHAPE_OPS
 
 
@@ -33,15 +60,31 @@ class MemoryPlan:
     steps: tuple[int, ...] = ()  # planned bytes at each step: live buffers plus the op's workspace
 
 
-def plan(g: Graph) -> MemoryPlan:
-    """The plan of a whole program: its inputs and outputs are not temporaries."""
-    return _plan(g, outputs_are_temporaries=False, strided=frozenset())
+def plan(g: Graph, backend: str = DEFAULT_BACKEND) -> MemoryPlan:
+    """The plan of a whole program on `backend`: its inputs and outputs are not temporaries."""
+    return _plan(g, False, frozenset(), temporaries(backend))
 
 
-def body_peak(body: Graph, strided: frozenset[int] = frozenset()) -> int:
+def body_peak(body: Graph, strided: frozenset[int] = frozenset(),
+              backend: str = DEFAULT_BACKEND) -> int:
     """The peak of one run of a region body, its results included (they are the enclosing
     op's temporaries until combined); `strided` parameters are non-contiguous views."""
-    return _plan(body, outputs_are_temporaries=True, strided=strided).peak_bytes
+    return _plan(body, True, strided, temporaries(backend)).peak_bytes
+
+
+def _loop_body_peak(g: Graph, n: Node, contiguous: Mapping[int, bool], ws: Workspace) -> int:
+    """The larger peak of a loop's body and tail; a strided input, or one sliced along an axis
+    after a non-unit one, is a strided view inside."""
+    split = dict(n.attrs["split_inputs"])
+    peak = 0
+    for body in (n.attrs["body"], n.attrs.get("tail")):
+        if body is None:
+            continue
+        strided = frozenset(p for k, p in enumerate(body.params) if not contiguous.get(
+            n.inputs[k], True) or (k in split and any(
+                d > 1 for d in g[n.inputs[k]].type.shape[:split[k]])))  # type: ignore[union-attr]
+        peak = max(peak, _plan(body, True, strided, ws).peak_bytes)
+    return peak
 
 
 def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
@@ -58,7 +101,8 @@ def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
     return ext
 
 
-def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int]) -> MemoryPlan:
+def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
+          ws: Workspace) -> MemoryPlan:
     owner: dict[int, int] = {}
     contiguous: dict[int, bool] = {}
     for n in g.nodes:
@@ -100,7 +144,9 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int]) -> M
     for step, n in enumerate(g.nodes):
         if n.id in temps:
             live += temps[n.id]
-        at_step = live + workspace_bytes(g, n, contiguous, body_peak)
+        at_step = live + ws(g, n, contiguous)
+        if n.op == "loop":
+            at_step += _loop_body_peak(g, n, contiguous, ws)
         if at_step > peak:
             peak, peak_node = at_step, n.id
         timeline.append(live)

@@ -1,1 +1,9 @@
-"""Backends execute graphs: the reference interpreter (the oracle), CPU, GPU and JAX."""
+"""Backends execute graphs: one interpreter core (interpreter.py), one registry (registry.py),
+and the backends registered with it: reference (the oracle), cpu, gpu and jax. A new backend
+is one module that registers itself, imported here."""
+
+from . import cpu, gpu, jax, reference  # noqa: F401  (each registers its backend)
+from .registry import BackendError, available, executable, get, names, register, run_graph, unavailable_reason
+
+__all__ = ["BackendError", "available", "executable", "get", "names", "register", "run_graph",
+           "unavailable_reason"]

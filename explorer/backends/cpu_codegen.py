@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Node
-from .kernel_plan import REDUCE_COMBINE, KernelPlan, PlanError, broadcast_access, param_access
+from ..ir.ops import OPS
+from ..ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
+from .kernel_plan import KernelPlan, PlanError, broadcast_access, combine_of, param_access
+
+DIALECT = "numba"  # the op table's scalar forms this generator reads
 
 # Iteration spaces at least this large run in parallel: below it, waking threads costs more
 # than it saves (and on a busy machine a descheduled thread stalls the whole kernel).
@@ -41,77 +44,19 @@ def np_type(d: str) -> str:
     return "np.bool_" if d == "pred" else f"np.{dtypes.to_numpy(d).name}"
 
 
-def _f(name: str) -> Callable[[list[str], Node], str]:
-    return lambda a, n: f"{name}({', '.join(a)})"
-
-
-def _select(a: list[str], n: Node) -> str:
-    pred, *cases = a
-    if len(cases) == 2:
-        return f"({cases[1]} if {pred} else {cases[0]})"
-    expr = cases[-1]
-    for k in range(len(cases) - 2, -1, -1):
-        expr = f"({cases[k]} if {pred} == {k} else {expr})"
-    return expr
-
-
-def _int_or_float(int_form: str, float_form: str) -> Callable[[list[str], Node], str]:
-    def expr(a: list[str], n: Node) -> str:
-        return (int_form if dtypes.is_int(n.dtype) else float_form).format(*a)
-
-    return expr
-
-
-def _convert(a: list[str], n: Node) -> str:
-    if dtypes.is_bool(n.attrs["new_dtype"]):
-        return f"({a[0]} != 0)"
-    return f"_to_int({a[0]})" if dtypes.is_int(n.attrs["new_dtype"]) else a[0]
-
-
-def _integer_pow(a: list[str], n: Node) -> str:
-    y = int(n.attrs["y"])
-    prod = " * ".join([a[0]] * abs(y)) if y else "1"
-    return f"(1 / ({prod}))" if y < 0 else f"({prod})"
-
-
-def _round(a: list[str], n: Node) -> str:
-    return f"np.rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"_round_away({a[0]})"
-
-
-# op -> scalar expression over operand expressions (the result is cast to the node's type).
-EXPR: dict[str, Callable[[list[str], Node], str]] = {
-    "neg": lambda a, n: f"(-{a[0]})", "abs": _f("np.abs"), "sign": _f("np.sign"),
-    "exp": _f("np.exp"), "exp2": _f("np.exp2"), "log": _f("np.log"), "log1p": _f("np.log1p"),
-    "expm1": _f("np.expm1"), "sqrt": _f("np.sqrt"), "rsqrt": lambda a, n: f"(1 / np.sqrt({a[0]}))",
-    "cbrt": _f("np.cbrt"), "sin": _f("np.sin"), "cos": _f("np.cos"), "tan": _f("np.tan"),
-    "asin": _f("np.arcsin"), "acos": _f("np.arccos"), "atan": _f("np.arctan"),
-    "sinh": _f("np.sinh"), "cosh": _f("np.cosh"), "tanh": _f("np.tanh"),
-    "asinh": _f("np.arcsinh"), "acosh": _f("np.arccosh"), "atanh": _f("np.arctanh"),
-    "logistic": lambda a, n: f"(1 / (1 + np.exp(-{a[0]})))", "erf": _f("math.erf"),
-    "erfc": _f("math.erfc"), "lgamma": _f("math.lgamma"), "floor": _f("np.floor"),
-    "ceil": _f("np.ceil"), "is_finite": _f("np.isfinite"), "square": lambda a, n: f"({a[0]} * {a[0]})",
-    "not": lambda a, n: f"(not {a[0]})" if n.dtype == "pred" else f"(~{a[0]})",
-    "round": _round, "integer_pow": _integer_pow, "copy": lambda a, n: a[0],
-    "add": lambda a, n: f"({a[0]} + {a[1]})", "add_any": lambda a, n: f"({a[0]} + {a[1]})",
-    "sub": lambda a, n: f"({a[0]} - {a[1]})", "mul": lambda a, n: f"({a[0]} * {a[1]})",
-    "div": _int_or_float("_idiv({0}, {1})", "({0} / {1})"),
-    "rem": _int_or_float("_irem({0}, {1})", "np.fmod({0}, {1})"),
-    "pow": _f("np.power"), "max": _f("_max"), "min": _f("_min"), "atan2": _f("np.arctan2"),
-    "eq": lambda a, n: f"({a[0]} == {a[1]})", "ne": lambda a, n: f"({a[0]} != {a[1]})",
-    "lt": lambda a, n: f"({a[0]} < {a[1]})", "le": lambda a, n: f"({a[0]} <= {a[1]})",
-    "gt": lambda a, n: f"({a[0]} > {a[1]})", "ge": lambda a, n: f"({a[0]} >= {a[1]})",
-    "and": lambda a, n: f"({a[0]} & {a[1]})", "or": lambda a, n: f"({a[0]} | {a[1]})",
-    "xor": lambda a, n: f"({a[0]} ^ {a[1]})", "select_n": _select,
-    "clamp": lambda a, n: f"_min(_max({a[1]}, {a[0]}), {a[2]})",
-    "convert_element_type": _convert,
-}
+def _expr(n: Node) -> ScalarExpr:
+    """The op table's numba form of `n`'s op; an op that falls back raises PlanError."""
+    form = OPS[n.op].scalar.get(DIALECT, FALLS_BACK)
+    if form is FALLS_BACK:
+        raise PlanError(f"{n.op} has no scalar form in the CPU code generator")
+    return form
 
 
 def accumulator(plan: KernelPlan) -> tuple[str, str, object]:
     """(combine op, accumulator element type, identity) of the plan's reduction."""
     assert plan.reduce is not None
     d = plan.reduce.dtype
-    kind = REDUCE_COMBINE[plan.reduce.op]
+    kind = combine_of(plan.reduce)
     if d == "pred" and kind in ("max", "min"):
         kind = "or" if kind == "max" else "and"
     acc = d
@@ -119,13 +64,7 @@ def accumulator(plan: KernelPlan) -> tuple[str, str, object]:
         acc = "f64"
     elif kind in ("add", "mul") and dtypes.is_int(d):
         acc = "u64" if d.startswith("u") else "i64"
-    npd = dtypes.to_numpy(acc)
-    identity: object = {"add": 0, "mul": 1, "and": True, "or": False}.get(kind)
-    if kind in ("max", "min"):
-        big = np.inf if dtypes.is_float(d) else np.iinfo(npd).max
-        low = -np.inf if dtypes.is_float(d) else np.iinfo(npd).min
-        identity = low if kind == "max" else big
-    return kind, acc, npd.type(identity)  # type: ignore[arg-type]
+    return kind, acc, dtypes.to_numpy(acc).type(MONOIDS[kind].identity_value(acc))
 
 
 COMBINE = {"add": "{0} + {1}", "mul": "{0} * {1}", "max": "_max({0}, {1})",
@@ -170,9 +109,8 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
     body = plan.body
     for n in body.nodes:
         np_type(n.dtype)
-        if n.op not in EXPR and n.op not in ("parameter", "constant", "broadcast_in_dim") \
-                and n is not plan.reduce:
-            raise PlanError(f"{n.op} has no scalar form in the CPU code generator")
+        if n.op not in ("parameter", "constant", "broadcast_in_dim") and n is not plan.reduce:
+            _expr(n)
     size = math.prod(plan.loop_shape)
     parallel = size >= PARALLEL_MIN and len(plan.loop_shape) > 0
     axes = set(plan.reduced_axes)
@@ -214,7 +152,7 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
                     w(f"v{n.id} = v{n.inputs[0]}")
                 continue
             operands = [value(i, loop_vars, shape) for i in n.inputs]
-            w(f"v{n.id} = {np_type(n.dtype)}({EXPR[n.op](operands, n)})")
+            w(f"v{n.id} = {np_type(n.dtype)}({_expr(n)(operands, n)})")
 
     # ---- phase A: the iteration space
     rank = len(plan.loop_shape)
@@ -252,15 +190,18 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         cell = f"partial[c, {', '.join(kept)}]" if partials else f"{target}[{', '.join(kept)}]"
         w(f"{cell} = " + COMBINE[kind].format(cell, "acc"))
         w.depth -= suffix + (1 if partials else 0)
-        if partials:
-            flat = max(1, math.prod(plan.out_shape))
-            w(f"pf = partial.reshape(({chunks}, {flat}))")
-            w(f"rf = {target}.reshape({flat})")
-            w(f"for k in prange({flat}):")
-            w("    a = pf[0, k]")
-            w(f"    for c in range(1, {chunks}):")
-            w("        a = " + COMBINE[kind].format("a", "pf[c, k]"))
-            w("    rf[k] = a")
+        if partials:  # indexed as phase B reads it: numba's parfor fusion does not see
+            # through a reshaped alias, and once fused phase B with it (stale reads)
+            kvars = [f"k{d}" for d in range(len(plan.out_shape))]
+            for d, n in enumerate(plan.out_shape):
+                w(f"for k{d} in {'prange' if d == 0 else 'range'}({n}):")
+                w.depth += 1
+            at = ", ".join(kvars) or "0"
+            w(f"a = partial[0, {at}]")
+            w(f"for c in range(1, {chunks}):")
+            w("    a = " + COMBINE[kind].format("a", f"partial[c, {at}]"))
+            w(f"{target}[{at}] = a")
+            w.depth -= len(plan.out_shape)
     # ---- phase B: the epilogue, over the result's shape
     if plan.reduce is not None and red != "out":
         jvars = [f"j{d}" for d in range(len(plan.out_shape))]

@@ -2,19 +2,21 @@
 
 Fused kernels become generated CUDA (gpu_codegen.py: ElementwiseKernel / ReductionKernel);
 `dot_general` calls cuBLAS through `cupy.matmul`; split loops run on the device, chunk by
-chunk; other ops run their op-table NumPy reference on CuPy arrays (NumPy dispatches to
-CuPy through `__array_function__`/`__array_ufunc__`), or on the host when CuPy lacks one
-(scipy.special's functions), which is correct but copies. Peak memory is read from CuPy's
+chunk, combined on the device by backends/combine.py; other ops run their op-table NumPy
+reference on CuPy arrays (NumPy dispatches to CuPy through `__array_function__` and
+`__array_ufunc__`), or on the host when CuPy lacks one (scipy.special's functions), which is
+correct but copies. Peak memory is read from CuPy's
 memory pool after each step (used bytes, less inputs and outputs); a `memory_limit` becomes
 the pool's limit (plus the inputs and outputs, which the limit does not count), so a run
 that needs more fails with CuPy's OutOfMemoryError instead of exceeding it.
 
-Nothing here imports CuPy at module load: without it, this module imports and
-`dispatch.gpu_unavailable_reason()` says why the backend is absent.
+Nothing here imports CuPy at module load: without it, this module imports and the registry's
+backend says why it is absent (`unavailable_reason()`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from collections.abc import Sequence
@@ -26,10 +28,14 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS
+from ..options import CompileOptions
 from . import reference
 from .gpu_codegen import GpuKernelCode, generate
+from .interpreter import Interpreter
 from .kernel_plan import Access, PlanError, plan_kernel
-from .loop_combine import Combiner, chunk_of
+from .numpy_temporaries import workspace_bytes
+from .reference import as_typed, check_args
+from .registry import Backend, Run, register
 from .result import Kernel
 
 
@@ -137,111 +143,65 @@ def _dot(lhs: Any, rhs: Any, dimension_numbers: Any, preferred_element_type: str
     return out.reshape((*batch, *[lhs.shape[i] for i in lf], *[rhs.shape[i] for i in rf]))
 
 
-def eval_op(n: Node, vals: Sequence[Any]) -> Any:
-    cp = _cp()
-    if n.op == "dot_general":
-        out = _dot(*vals, **n.attrs)
-    else:
+class GpuInterpreter(Interpreter):
+    """The interpreter on CuPy arrays: generated CUDA kernels, cuBLAS dots, ops through their
+    NumPy reference on CuPy arrays (or on the host where CuPy lacks one), and split loops
+    combined on the device."""
+
+    peak_how = "CuPy pool"
+
+    def __init__(self, graph: Graph, prefix: str = "", memory_limit: int | None = None) -> None:
+        super().__init__(graph, prefix)
+        self.memory_limit = memory_limit
+        self.timed = False
+        self.compile_bodies()
+
+    @property
+    def xp(self) -> Any:  # type: ignore[override]
+        return _cp()
+
+    def make_child(self, body: Graph, prefix: str) -> GpuInterpreter:
+        return GpuInterpreter(body, prefix)
+
+    def compile_kernel(self, n: Node, name: str) -> GpuKernel:
+        return compile_kernel(n, name)
+
+    def run_node(self, n: Node, vals: Sequence[Any]) -> Any:
+        if n.id in self.kernels:
+            return self.kernels[n.id](vals, self.timed)
+        return super().run_node(n, vals)
+
+    def evaluate(self, args: Sequence[Any], after_step: Any = None) -> list[Any]:
+        for child in self.children.values():
+            child.timed = self.timed  # type: ignore[attr-defined]
+        return super().evaluate(args, after_step)
+
+    def run_dot(self, n: Node, vals: Sequence[Any]) -> Any:
+        return _typed(n, _dot(*vals, **n.attrs))
+
+    def run_op(self, n: Node, vals: Sequence[Any]) -> Any:
+        cp = _cp()
         try:
-            out = OPS[n.op].ref(*vals, **n.attrs) if n.op not in reference.REGIONS else None
+            out = OPS[n.op].ref(*vals, **n.attrs)
         except (TypeError, ValueError, NotImplementedError):
             out = None
-        if out is None or not isinstance(out, cp.ndarray | tuple):
-            host = reference.eval_node(n, [cp.asnumpy(v) for v in vals])
+        if out is None or not isinstance(out, cp.ndarray | tuple):  # not on the device
+            host = as_typed(n, OPS[n.op].ref(*[cp.asnumpy(v) for v in vals], **n.attrs))
             return tuple(cp.asarray(h) for h in host) if isinstance(host, tuple) else cp.asarray(host)
-    if isinstance(n.type, TupleType):
-        return tuple(cp.asarray(o, dtypes.to_numpy(t.dtype)) for o, t in zip(out, n.type.elements))
-    return cp.asarray(out, dtypes.to_numpy(n.type.dtype))
+        return _typed(n, out)
 
-
-_ON_DEVICE = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum",
-              "and": "logical_and", "or": "logical_or"}
-
-
-@dataclass
-class GpuExecutable:
-    graph: Graph
-    memory_limit: int | None = None
-    prefix: str = ""
-
-    def __post_init__(self) -> None:
-        self.frees = reference.last_uses(self.graph)
-        self.kernels: dict[int, GpuKernel] = {}
-        self.loops: dict[int, tuple[GpuExecutable, GpuExecutable | None]] = {}
-        for n in self.graph.nodes:
-            if n.op == "kernel":
-                self.kernels[n.id] = compile_kernel(n, f"{self.prefix}{n.attrs['body'].name}")
-            elif n.op == "loop":
-                inner, tail = f"{self.prefix}loop_{n.id}/", n.attrs.get("tail")
-                self.loops[n.id] = (GpuExecutable(n.attrs["body"], prefix=inner),
-                                    GpuExecutable(tail, prefix=inner + "tail/") if tail else None)
-
-    def all_kernels(self) -> list[GpuKernel]:
-        out = list(self.kernels.values())
-        for body, tail in self.loops.values():
-            out += body.all_kernels() + (tail.all_kernels() if tail else [])
-        return out
-
-    def evaluate(self, args: Sequence[Any], after_step: Any = None, timed: bool = False) -> list[Any]:
-        env: dict[int, Any] = {}
-        params = {p: k for k, p in enumerate(self.graph.params)}
-        for n in self.graph.nodes:
-            vals = [env[i] for i in n.inputs]
-            if n.op == "parameter":
-                value = args[params[n.id]]
-            elif n.id in self.kernels:
-                value = self.kernels[n.id](vals, timed)
-            elif n.id in self.loops:
-                value = self._loop(n, vals, timed)
-            else:
-                value = eval_op(n, vals)
-            env[n.id] = value
-            del vals
-            for dead in self.frees.get(n.id, ()):
-                del env[dead]
-            if after_step is not None:
-                after_step(n, value)
-            del value
-        return [env[o] for o in self.graph.outputs]
-
-    def _loop(self, n: Node, vals: Sequence[Any], timed: bool) -> Any:
-        cp, a = _cp(), n.attrs
-        specs = [tuple(s) for s in a["combine"]]
-        split, (body, tail) = dict(a["split_inputs"]), self.loops[n.id]
-        types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
-        on_device = all(s[0] == "concat" or s[0] in _ON_DEVICE for s in specs)
-        host = None if on_device else Combiner(specs, types)  # top_k / index merges: on the host
-        acc: list[Any] = [cp.empty(t.shape, dtypes.to_numpy(t.dtype)) if s[0] == "concat" else None
-                          for s, t in zip(specs, types)]
-        for start in range(0, a["size"], a["chunk"]):
-            stop = min(start + a["chunk"], a["size"])
-            exe = body if stop - start == a["chunk"] else tail
-            assert exe is not None
-            outs = exe.evaluate([chunk_of(v, split[k], start, stop) if k in split else v
-                                 for k, v in enumerate(vals)], timed=timed)
-            if host is not None:
-                host.add(start, [cp.asnumpy(o) for o in outs])
-                continue
-            for k, (s, o) in enumerate(zip(specs, outs)):
-                if s[0] == "concat":
-                    chunk_of(acc[k], s[1], start, stop)[...] = o
-                elif acc[k] is None:
-                    acc[k] = o.copy()
-                else:
-                    getattr(cp, _ON_DEVICE[s[0]])(acc[k], o, out=acc[k])
-        results = [cp.asarray(r) for r in host.results()] if host is not None else acc
-        return results[0] if len(results) == 1 else tuple(results)
+    # ---- the executable's side: measured from CuPy's memory pool
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         cp = _cp()
-        return [cp.asarray(a) for a in reference.check_args(self.graph, args)]
+        return [cp.asarray(a) for a in check_args(self.graph, args)]
 
     def execute(self, prepared: Sequence[Any]) -> list[Any]:
         outs = self.evaluate(prepared)
         sync()
         return outs
 
-    def run(self, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, int, tuple[Kernel, ...]]:
+    def run(self, args: Sequence[np.ndarray]) -> Run:
         cp = _cp()
         pool = cp.get_default_memory_pool()
         device_args = self.prepare(args)
@@ -263,16 +223,52 @@ class GpuExecutable:
 
         try:
             sync()
+            self.timed = True
             t0 = time.perf_counter()
-            outs = self.evaluate(device_args, after_step, timed=True)
+            outs = self.evaluate(device_args, after_step)
             sync()
             seconds = time.perf_counter() - t0
         finally:
+            self.timed = False
             pool.set_limit(size=old_limit)
         kernels = tuple(Kernel(k.name, k.source, k.seconds) for k in self.all_kernels())
-        return [cp.asnumpy(o) for o in outs], seconds, max(0, state["peak"]), kernels
+        return Run([cp.asnumpy(o) for o in outs], seconds, max(0, state["peak"]), kernels,
+                   self.peak_how)
 
 
-def compile(graph: Graph, memory_limit: int | None = None) -> GpuExecutable:  # noqa: A001
-    _cp()  # fail here, with CuPy's own message, when it is missing
-    return GpuExecutable(graph, memory_limit)
+def _typed(n: Node, out: Any) -> Any:
+    cp = _cp()
+    if isinstance(n.type, TupleType):
+        return tuple(cp.asarray(o, dtypes.to_numpy(t.dtype)) for o, t in zip(out, n.type.elements))
+    return cp.asarray(out, dtypes.to_numpy(n.type.dtype))
+
+
+def unavailable_reason() -> str | None:
+    """Why the GPU backend cannot run here (None when it can)."""
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed (pip install 'gambit-explorer[gpu]')"
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "CuPy finds no CUDA device"
+    except Exception as e:  # CUDA driver or runtime missing
+        return f"CuPy cannot reach a GPU: {str(e).splitlines()[0]}"
+    return None
+
+
+class GpuBackend(Backend):
+    name = "gpu"
+    peak_how = GpuInterpreter.peak_how
+    # CuPy's array functions allocate as NumPy's do (results and the same transients).
+    temporaries = staticmethod(workspace_bytes)
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def compile(self, graph: Graph, options: CompileOptions) -> GpuInterpreter:
+        _cp()  # fail here, with CuPy's own message, when it is missing
+        return GpuInterpreter(graph, memory_limit=options.memory_limit)
+
+
+register(GpuBackend())

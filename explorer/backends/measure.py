@@ -26,14 +26,12 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Graph
-from . import dispatch
+from ..options import CompileOptions
+from . import registry
 from .result import Kernel
 
 # Relative error allowed against the reference, by element type (sums re-associate).
 TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-3, "f64": 1e-9, "c64": 1e-3, "c128": 1e-9}
-
-PEAK_HOW = {"reference": "tracemalloc", "cpu": "tracemalloc", "gpu": "CuPy pool",
-            "numpy": "tracemalloc"}
 
 
 @dataclass(frozen=True)
@@ -93,13 +91,12 @@ def _measurement(label: str, backend: str, times: list[float], peak: int | None,
 
 def measure_graph(graph: Graph, args: Sequence[np.ndarray], backend: str,
                   want: Sequence[np.ndarray] | None, repeats: int = 5, label: str = "",
-                  stage: str | None = None, memory_limit: int | None = None) -> Measurement:
+                  stage: str | None = None, options: CompileOptions | None = None) -> Measurement:
     """One stage on one backend: a measuring run (peak, kernels, values), then timing runs."""
-    outs, _, peak, kernels = dispatch.run_graph(graph, args, backend, memory_limit)
-    times = dispatch.time_graph(graph, args, backend, repeats, warmup=1)
-    how = PEAK_HOW.get(backend) or ("device peak" if jax.default_backend() == "gpu"
-                                    else "XLA memory_analysis")
-    return _measurement(label or backend, backend, times, peak, how, outs, want, stage, kernels)
+    r = registry.run_graph(graph, args, backend, options)
+    times = registry.time_graph(graph, args, backend, options, repeats, warmup=1)
+    return _measurement(label or backend, backend, times, r.peak_bytes, r.peak_how, r.outputs,
+                        want, stage, r.kernels)
 
 
 def _device_peak() -> int | None:

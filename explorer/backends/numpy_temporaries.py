@@ -1,21 +1,22 @@
-"""Transient bytes an op's NumPy reference allocates beyond its result, while it runs.
+"""The temporaries of the NumPy-based backends (reference, cpu): transient bytes an op's NumPy
+reference allocates beyond its result, while it runs. The backends declare this to the memory
+planner (analysis/memory.py), which adds it to the live bytes at the op's step, so that the
+planned peak bounds what tracemalloc measures when they run the graph.
 
-The planner (analysis/memory.py) adds these to the live bytes at the op's step, so that the
-planned peak bounds what tracemalloc measures when the reference interpreter runs the graph.
-The figures were measured op by op (tracemalloc around `eval_node` on large inputs) and are
-rounded up; ops not listed allocate only their result. A `loop` node's workspace is one
-iteration: its body's peak (results included) plus what merging a chunk allocates.
+The figures were measured op by op (tracemalloc around the reference of each op on large
+inputs) and are rounded up; ops not listed allocate only their result. For a `loop` node this
+is what merging one chunk into the running results allocates (the planner adds the body's
+peak itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, TensorType, TupleType
 from ..ir.ops import OPS, dot_dims
-
-Planner = Callable[[Graph, frozenset[int]], int]  # (body, strided params) -> peak with results
+from ..ir.traits import OpKind, Split
 
 
 def _size(t: object) -> int:
@@ -43,18 +44,9 @@ def _dot_copies(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
     return total
 
 
-def _loop(g: Graph, n: Node, contiguous: Mapping[int, bool], planner: Planner) -> int:
+def _loop_merge(g: Graph, n: Node) -> int:
+    """What merging one chunk's results allocates."""
     a = n.attrs
-    split = dict(a["split_inputs"])
-    peak = 0
-    for body in (a["body"], a.get("tail")):
-        if body is None:
-            continue
-        # a strided input, or one sliced along an axis after a non-unit one, is a strided view
-        strided = frozenset(p for k, p in enumerate(body.params) if not contiguous.get(
-            n.inputs[k], True) or (k in split and any(
-                d > 1 for d in g[n.inputs[k]].type.shape[:split[k]])))  # type: ignore[union-attr]
-        peak = max(peak, planner(body, strided))
     outs = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
     merge = 0
     for spec, t in zip(a["combine"], outs):
@@ -62,7 +54,7 @@ def _loop(g: Graph, n: Node, contiguous: Mapping[int, bool], planner: Planner) -
             merge += 4 * t.nbytes + 2 * t.size * 16
         elif spec[0] == "index":  # offset copy, gathered indices, where-masks
             merge += 3 * t.nbytes + 4 * t.size
-    return peak + merge
+    return merge
 
 
 # NumPy's ufunc iterator buffers up to this many elements (its default bufsize) for each
@@ -89,16 +81,21 @@ def _elementwise_extra(g: Graph, n: Node) -> int:
     return 0
 
 
-def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool], planner: Planner) -> int:
+def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
     op = n.op
     ins = [g[i].type for i in n.inputs]
     if op == "loop":
-        return _loop(g, n, contiguous, planner)
+        return _loop_merge(g, n)
     if op == "top_k":  # a float64 negated copy and an int64 argsort of the whole input
         return 16 * _size(ins[0]) + 8 * _size(n.type)
     if op == "sort":
         return 8 * _size(ins[0])
-    if op in ("argmax", "argmin") or OPS_REDUCE_INT64.get(op, False):
+    if OPS[op].split == Split.ARG:  # int64 result, then converted; NumPy moves the axis
+        src = ins[0]  # last and copies the input to do so, unless it already is last
+        assert isinstance(src, TensorType)
+        moved = n.attrs["axes"][0] != src.rank - 1 or not contiguous.get(n.inputs[0], True)
+        return 8 * _size(n.type) + (src.nbytes if moved else 0)
+    if op in WIDENING_REDUCTIONS:
         return 8 * _size(n.type)  # int64 result, then converted
     if op == "dot_general":
         return _dot_copies(g, n, contiguous)
@@ -120,4 +117,5 @@ def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool], planner: 
 
 
 # Reductions whose NumPy result may be wider than ours (np.sum of i32 is int64).
-OPS_REDUCE_INT64 = {"reduce_sum": True, "reduce_prod": True}
+WIDENING_REDUCTIONS = frozenset(n for n, r in OPS.items() if r.kind == OpKind.REDUCE
+                                and r.monoid is not None and r.monoid.name in ("add", "mul"))

@@ -1,42 +1,35 @@
-"""The reference interpreter: one loop over the graph with the op table's NumPy references.
+"""The reference backend: the interpreter core with the op table's NumPy references.
 
-It is the correctness oracle for every pass. Each value is dropped right after its last use,
-so the measured peak of temporaries follows the program's schedule.
+It is the correctness oracle for every pass. Each value is dropped right after its last use
+(backends/interpreter.py), so the peak of temporaries that tracemalloc measures follows the
+program's schedule. The CPU backend is this interpreter with compiled kernels and BLAS dots.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node, TensorType, TupleType
+from ..ir.graph import Graph, Node, TensorType
 from ..ir.ops import OPS
-from .loop_combine import Combiner, chunk_of
+from ..options import CompileOptions
+from .interpreter import Interpreter, last_uses
+from .numpy_temporaries import workspace_bytes
+from .registry import Backend, Run, register
+from .result import Kernel
+
+__all__ = ["ArgumentError", "NumpyInterpreter", "ReferenceBackend", "check_args",
+           "evaluate", "last_uses", "measured", "run"]
 
 
 class ArgumentError(ValueError):
     """Arguments that do not match the graph's parameters."""
-
-
-def last_uses(g: Graph) -> dict[int, list[int]]:
-    """node id -> ids of values whose last reader it is (never the graph's outputs)."""
-    last: dict[int, int] = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            last[i] = n.id
-    keep = set(g.outputs)
-    frees: dict[int, list[int]] = {}
-    for value, reader in last.items():
-        if value not in keep:
-            frees.setdefault(reader, []).append(value)
-    for n in g.nodes:  # never read: dropped at once (as the memory planner assumes)
-        if n.id not in last and n.id not in keep and n.op != "parameter":
-            frees.setdefault(n.id, []).append(n.id)
-    return frees
 
 
 def check_args(g: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -62,9 +55,8 @@ def check_args(g: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def eval_node(n: Node, vals: Sequence[object]) -> object:
-    region = REGIONS.get(n.op)
-    out = region(n, vals) if region else OPS[n.op].ref(*vals, **n.attrs)
+def as_typed(n: Node, out: Any) -> Any:
+    """A node's value as NumPy arrays of the node's element type(s)."""
     if isinstance(n.type, TensorType):
         want = dtypes.to_numpy(n.type.dtype)
         if not isinstance(out, np.ndarray) or out.dtype != want:
@@ -74,64 +66,54 @@ def eval_node(n: Node, vals: Sequence[object]) -> object:
                  for o, t in zip(out, n.type.elements))  # type: ignore[union-attr]
 
 
-def _eval_kernel(n: Node, vals: Sequence[object]) -> object:
-    outs = evaluate(n.attrs["body"], vals)  # type: ignore[arg-type]
-    return outs[0] if len(outs) == 1 else tuple(outs)
+class NumpyInterpreter(Interpreter):
+    """The interpreter on NumPy: every op through its op-table reference."""
 
+    def quiet(self) -> contextlib.AbstractContextManager:
+        return np.errstate(all="ignore")
 
-# Region ops (those with a `body` graph) -> how the interpreter evaluates them.
-REGIONS = {"kernel": _eval_kernel}
+    def run_op(self, n: Node, vals: Sequence[Any]) -> Any:
+        return OPS[n.op].ref(*vals, **n.attrs)
 
+    def run_node(self, n: Node, vals: Sequence[Any]) -> Any:
+        return as_typed(n, super().run_node(n, vals))
 
-# ---- region ops of imported HLO (issue 8): call, while, conditional
+    # ---- the executable's side: measured with tracemalloc
 
+    peak_how = "tracemalloc"
 
-def _eval_while(n: Node, vals: Sequence[object]) -> object:
-    state = list(vals)
-    while bool(evaluate(n.attrs["cond"], state)[0]):  # type: ignore[arg-type]
-        state = evaluate(n.attrs["body"], state)  # type: ignore[arg-type]
-    return state[0] if len(state) == 1 else tuple(state)
+    def prepare(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return check_args(self.graph, args)
 
+    def execute(self, prepared: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run on prepared arguments without tracemalloc (which slows allocation): timing."""
+        return self.evaluate(prepared)
 
-def _eval_conditional(n: Node, vals: Sequence[object]) -> object:
-    branches = n.attrs["branches"]
-    selector = int(np.asarray(vals[0]))
-    pick = selector if 0 <= selector < len(branches) else len(branches) - 1
-    start = sum(len(b.params) for b in branches[:pick])
-    body = branches[pick]
-    outs = evaluate(body, vals[1 + start:1 + start + len(body.params)])  # type: ignore[arg-type]
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    def warm_up(self, prepared: Sequence[np.ndarray]) -> None:
+        """Anything to do before a measured run (compilation, say)."""
 
-
-REGIONS.update({"call": _eval_kernel, "while": _eval_while, "conditional": _eval_conditional})
+    def run(self, args: Sequence[Any]) -> Run:
+        prepared = self.prepare(args)
+        self.warm_up(prepared)
+        kernels = self.all_kernels()
+        for k in kernels:
+            k.seconds = 0.0
+        outs, seconds, peak = measured(self.graph, prepared,
+                                       lambda hook: self.evaluate(prepared, hook))
+        listed = tuple(Kernel(k.name, k.source, k.seconds) for k in self.all_kernels())
+        return Run(outs, seconds, peak, listed, self.peak_how)
 
 
 def evaluate(g: Graph, args: Sequence[np.ndarray],
              after_step: Callable[[Node, object], None] | None = None) -> list[np.ndarray]:
-    """Run `g` on `args` (already checked) and return its outputs. `after_step(node, value)`
-    is called after each node is computed (the measuring hook)."""
-    env: dict[int, object] = {}
-    frees = last_uses(g)
-    params = {p: k for k, p in enumerate(g.params)}
-    with np.errstate(all="ignore"):
-        for n in g.nodes:
-            if n.op == "parameter":
-                value = args[params[n.id]]
-            else:
-                value = eval_node(n, [env[i] for i in n.inputs])
-            env[n.id] = value
-            for dead in frees.get(n.id, ()):
-                del env[dead]
-            if after_step is not None:
-                after_step(n, value)
-            del value
-    return [env[o] for o in g.outputs]  # type: ignore[misc]
+    """Run `g` on `args` (already checked) and return its outputs."""
+    return NumpyInterpreter(g).evaluate(args, after_step)
 
 
 def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, int]:
     """(outputs, seconds, peak bytes of temporaries measured with tracemalloc)."""
-    args = check_args(g, args)
-    return measured(g, args, lambda hook: evaluate(g, args, hook))
+    r = NumpyInterpreter(g).run(args)
+    return r.outputs, r.seconds, r.peak_bytes
 
 
 def measured(g: Graph, args: Sequence[np.ndarray],
@@ -140,8 +122,7 @@ def measured(g: Graph, args: Sequence[np.ndarray],
     """Run `execute(after_step)` (an interpreter loop over `g` that calls the hook after each
     node) and measure it: (outputs, seconds, peak bytes of temporaries). The peak is taken
     step by step: after each node, the step's traced peak less the output buffers that exist
-    by then (the program's results are not temporaries). Every backend that runs on NumPy
-    measures itself through this."""
+    by then (the program's results are not temporaries)."""
     outputs = set(g.outputs)
     seen: set[int] = set()
     state = {"outputs": 0, "peak": 0}
@@ -193,26 +174,13 @@ def _new_buffer_bytes(value: object, args: Sequence[np.ndarray], seen: set[int])
     return total
 
 
-# ---- the `loop` region op (issue 4): chunk by chunk, one iteration's temporaries at a time
+class ReferenceBackend(Backend):
+    name = "reference"
+    peak_how = NumpyInterpreter.peak_how
+    temporaries = staticmethod(workspace_bytes)
+
+    def compile(self, graph: Graph, options: CompileOptions) -> NumpyInterpreter:
+        return NumpyInterpreter(graph)
 
 
-def _eval_loop(n: Node, vals: Sequence[object]) -> object:
-    a = n.attrs
-    size, chunk = a["size"], a["chunk"]
-    split = dict(a["split_inputs"])
-    types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
-    combiner = Combiner(a["combine"], types)
-    for start in range(0, size, chunk):
-        stop = min(start + chunk, size)
-        body = a["body"] if stop - start == chunk else a["tail"]
-        args = [chunk_of(v, split[k], start, stop) if k in split else v  # type: ignore[arg-type]
-                for k, v in enumerate(vals)]
-        outs = evaluate(body, args)  # type: ignore[arg-type]
-        del args
-        combiner.add(start, outs)
-        del outs
-    results = combiner.results()
-    return results[0] if len(results) == 1 else tuple(results)
-
-
-REGIONS["loop"] = _eval_loop
+register(ReferenceBackend())

@@ -1,4 +1,4 @@
-"""dot-order: re-associate chains of matrix products to the cheapest order (seed 000).
+"""dot-order: re-associate chains of matrix products to the cheapest order.
 
 `(A @ B) @ v` costs O(NMD) where `A @ (B @ v)` costs O(MD + NM); XLA keeps the order the user
 wrote. A chain is a tree of `dot_general`s (and batch-preserving transposes between them)

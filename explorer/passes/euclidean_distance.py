@@ -1,7 +1,7 @@
 """euclidean-distance: `sum((a[:,None,:] - b[None,:,:])**2, -1)` -> `|a|^2 + |b|^2 - 2 a.b^T`.
 
-The naive pairwise squared distance materialises an N x M x K difference (seed 000: it is
-what runs out of GPU memory); the quadratic form needs only the two norms and one matrix
+The naive pairwise squared distance materialises an N x M x K difference (it is
+what runs out of GPU memory first); the quadratic form needs only the two norms and one matrix
 product. The operands of the `sub` are read through their broadcasts (see
 `broadcasts.broadcast_view`), so any axis order works: summed axes indexed by both
 operands are the features, kept axes of one operand only are the point axes (at least one

@@ -1,18 +1,28 @@
 """A flat list of passes, run one stage at a time with a callback after each.
 
 A pipeline is given as pass objects, registered names, or a spec string "simplify,cse,dce".
+A name in a spec may carry the pass's options, as xDSL writes them:
+`split{memory-limit=64MiB}` or `simplify{fold-limit=16}` (kebab-case keys, the pass's fields).
+`configure(passes, options)` then fills what the spec left open from the compile options:
+a pass declares the options it reads (`options_read`), and a pass that an option calls for
+(`called_for_by`) joins a pipeline that lacks it, after the pass its `slot_after` names (or at
+the end). So `explore(memory_limit=...)` is sugar: no pass is special-cased here.
 The verifier runs after every pass when asked, and always under pytest (or with
 GAMBIT_VERIFY=1), so a test that runs a pipeline names the pass that broke the graph.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
+import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..ir.graph import Graph
 from ..ir.verify import VerifyError, verify
+from ..options import CompileOptions
 from . import get, names
 from .base import Pass, PassReport
 
@@ -25,29 +35,99 @@ def verify_by_default() -> bool:
     return os.environ.get("GAMBIT_VERIFY") == "1" or "PYTEST_CURRENT_TEST" in os.environ
 
 
-def _by_name(name: str, spec: str) -> Pass:
+_ITEM = re.compile(r"\s*([^{},\s]*)\s*(?:\{([^{}]*)\})?\s*")
+
+
+def _value(text: str) -> Any:
+    """An option's value as written: an int, a float, true/false, or the text itself."""
+    text = text.strip()
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _with_options(p: Pass, options: str, spec: str) -> Pass:
+    fields = {f.name for f in dataclasses.fields(p)} - {"name"} if dataclasses.is_dataclass(p) \
+        else set()
+    changes = {}
+    for item in filter(None, (x.strip() for x in options.split(","))):
+        key, eq, value = item.partition("=")
+        field = key.strip().replace("-", "_")
+        if not eq or field not in fields:
+            known = ", ".join(sorted(f.replace("_", "-") for f in fields)) or "none"
+            raise PipelineError(f"pass {p.name!r} has no option {key.strip()!r} in pipeline "
+                                f"{spec!r} (its options: {known})")
+        changes[field] = _value(value)
+    try:
+        return dataclasses.replace(p, **changes) if changes else p  # type: ignore[type-var]
+    except (TypeError, ValueError) as e:
+        raise PipelineError(f"pass {p.name!r} in pipeline {spec!r}: {e}") from None
+
+
+def _by_name(name: str, spec: str, options: str | None = None) -> Pass:
     if not name:
         raise PipelineError(f"empty pass name in pipeline {spec!r}")
     try:
-        return get(name)
+        p = get(name)
     except KeyError:
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise PipelineError(f"no pass named {name!r} in pipeline {spec!r}{hint} "
                             f"(registered: {', '.join(names()) or 'none'})") from None
+    return p if options is None else _with_options(p, options, spec)
+
+
+def parse_spec(spec: str) -> list[Pass]:
+    """'simplify,split{memory-limit=64MiB},dce' -> pass objects."""
+    out, pos, text = [], 0, spec.strip()
+    while text and pos <= len(text):
+        m = _ITEM.match(text, pos)
+        end = m.end() if m else pos
+        if m is None or (end < len(text) and text[end] != ","):
+            raise PipelineError(f"cannot read pipeline {spec!r} at {text[pos:pos + 20]!r} "
+                                f"(write e.g. 'simplify,split{{memory-limit=64MiB}},dce')")
+        out.append(_by_name(m.group(1), spec, m.group(2)))
+        pos = end + 1
+    return out
+
+
+def configure(passes: Sequence[Pass], options: CompileOptions) -> list[Pass]:
+    """`passes` with the options each reads filled from `options` where unset, plus the
+    passes that a set option calls for and the pipeline lacks (see the module docstring)."""
+    out = [_filled(p, options) for p in passes]
+    present = {p.name for p in out}
+    for name in names():
+        p = get(name)
+        wanted = getattr(p, "called_for_by", None)
+        if wanted is None or name in present or getattr(options, wanted, None) is None:
+            continue
+        slot = [q.name for q in out]
+        after = getattr(p, "slot_after", None)
+        at = slot.index(after) + 1 if after in slot else len(out)
+        out.insert(at, _filled(p, options))
+    return out
+
+
+def _filled(p: Pass, options: CompileOptions) -> Pass:
+    read = getattr(p, "options_read", ())
+    changes = {k: getattr(options, k) for k in read
+               if getattr(p, k, None) is None and getattr(options, k, None) is not None}
+    return dataclasses.replace(p, **changes) if changes else p  # type: ignore[type-var]
 
 
 def resolve(pipeline: str | Pass | Sequence[str | Pass]) -> list[Pass]:
     """'simplify,cse,dce', ['simplify', CSE()] or one pass -> pass objects, in order."""
     if isinstance(pipeline, str):
-        spec = pipeline.strip()
-        return [_by_name(s.strip(), pipeline) for s in spec.split(",")] if spec else []
+        return parse_spec(pipeline)
     if not isinstance(pipeline, Sequence):
         pipeline = [pipeline]
     out: list[Pass] = []
     for item in pipeline:
         if isinstance(item, str):
-            out.append(_by_name(item.strip(), item))
+            out += parse_spec(item)
         elif isinstance(item, type) and isinstance(getattr(item, "name", None), str):
             out.append(item())  # a pass class with default options
         elif callable(item) and isinstance(getattr(item, "name", None), str):

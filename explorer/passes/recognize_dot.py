@@ -1,7 +1,7 @@
-"""recognize-dot: a broadcast-multiply-reduce_sum is a matrix product (seed 002's gemm2).
+"""recognize-dot: a broadcast-multiply-reduce_sum is a matrix product.
 
 `sum(A[:, :, None] * B[None, :, :], axis=1)` materialises an N x K x M product and then sums
-it; it is `A @ B`. XLA keeps the broadcast and the product (seed 002 measures the cost), we
+it; it is `A @ B`. XLA keeps the broadcast and the product (and pays for them), we
 emit a `dot_general`. Each operand of the `mul` is read through the broadcasts, expand_dims,
 unit-dimension reshapes and tiles of size-1 axes that made it (`broadcast_view`), so every
 axis of the product is known to come from the left operand, the right one, both or neither:

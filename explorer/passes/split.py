@@ -1,7 +1,7 @@
-"""split: run what does not fit in `memory_limit` chunk by chunk (seed 000's tensor splitter).
+"""split: run what does not fit in `memory_limit` chunk by chunk (a tensor splitter).
 
-gambit split each tensor over a size threshold inside XLA and needed slack to stay under its
-limit. Here the whole program is planned (analysis/memory.py): while a step's planned bytes
+A splitter inside XLA that splits each tensor over a size threshold needs slack to stay under
+its limit. Here the whole program is planned (analysis/memory.py): while a step's planned bytes
 exceed the budget, the largest tensors live there are tried as seeds along each of their
 axes; each seed grows into the region that splits with it (analysis/split_plan.py), which
 becomes one `loop` node (split_rewrite.py). For each region the largest chunk whose loop
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..analysis.cost import graph_cost
-from ..analysis.memory import MemoryPlan, plan
+from ..analysis.memory import DEFAULT_BACKEND, MemoryPlan, plan
 from ..analysis.split_plan import Region, grow
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.rewrite import Rewrite
-from ..units import format_bytes
+from ..units import format_bytes, parse_bytes
 from . import register
 from .base import PassReport
 from .dce import DCE
@@ -52,40 +53,53 @@ def budget_of(limit: int) -> int:
     return limit - min(RESERVE, limit // 4)
 
 
-def split_for_limit(graph: Graph, limit: int) -> tuple[Graph, PassReport]:
-    """The split pass as a function (gx.compile uses it); raises InfeasibleMemoryLimit."""
-    out = _split(graph, limit)
+def split_for_limit(graph: Graph, limit: int, backend: str = DEFAULT_BACKEND,
+                    ) -> tuple[Graph, PassReport]:
+    """The split pass as a function; raises InfeasibleMemoryLimit."""
+    out = _split(graph, limit, backend)
     if out is None:
-        raise _infeasible(graph, limit)
+        raise _infeasible(graph, limit, backend)
     return out
 
 
 @dataclass(frozen=True)
 class Split:
+    """Options: `memory-limit` (bytes or "64MiB"), `backend` (whose declared temporaries the
+    plan counts). Both default to the compile options'."""
+
     name: str = "split"
     memory_limit: int | None = None
+    backend: str | None = None
+    # The compile options this pass reads, the one that calls for it, and where it goes then.
+    options_read: ClassVar[tuple[str, ...]] = ("memory_limit", "backend")
+    called_for_by: ClassVar[str] = "memory_limit"
+    slot_after: ClassVar[str] = "dot-order"
+
+    def __post_init__(self) -> None:
+        if self.memory_limit is not None and not isinstance(self.memory_limit, int):
+            object.__setattr__(self, "memory_limit", parse_bytes(self.memory_limit))
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
         if self.memory_limit is None:
             return graph, PassReport(False, notes=("no memory_limit: nothing to split",))
-        return split_for_limit(graph, self.memory_limit)
+        return split_for_limit(graph, self.memory_limit, self.backend or DEFAULT_BACKEND)
 
 
 register(Split)
 
 
-def _split(g: Graph, limit: int) -> tuple[Graph, PassReport] | None:
+def _split(g: Graph, limit: int, backend: str) -> tuple[Graph, PassReport] | None:
     budget, log, notes = budget_of(limit), [], []
-    if plan(g).peak_bytes > budget:  # dead values would keep region nodes as outputs
+    if plan(g, backend).peak_bytes > budget:  # dead values would keep region nodes as outputs
         g, dropped = DCE()(g)
         log += list(dropped.rewrites)
     for _ in range(MAX_ROUNDS):
-        p = plan(g)
+        p = plan(g, backend)
         if p.peak_bytes <= budget:
             notes.append(f"planned peak {format_bytes(p.peak_bytes)} <= budget "
                          f"{format_bytes(budget)} (limit {format_bytes(limit)})")
             return g, PassReport(bool(log), tuple(log), tuple(notes))
-        best = _best(g, p, budget)
+        best = _best(g, p, budget, backend)
         if best is None:
             return None
         seed, found = best
@@ -133,22 +147,24 @@ def _regions(g: Graph, seeds: list[int]) -> list[tuple[int, Region]]:
     return out
 
 
-def _fits(g: Graph, r: Region, seed: int, chunk: int, budget: int, excess: int) -> Loop | None:
+def _fits(g: Graph, r: Region, seed: int, chunk: int, budget: int, excess: int,
+          backend: str) -> Loop | None:
     found = build_loop(g, r, chunk, seed)
-    p = plan(found.graph)
+    p = plan(found.graph, backend)
     step = p.steps[p.schedule.index(found.loop)]
     return found if step <= budget and _excess(p, budget) < excess else None
 
 
-def _chunk(g: Graph, r: Region, seed: int, budget: int, excess: int) -> Loop | None:
+def _chunk(g: Graph, r: Region, seed: int, budget: int, excess: int,
+           backend: str) -> Loop | None:
     lo = max([g[i].attrs["k"] for i in r.steps if g[i].op == "top_k" and r.steps[i].axis is None],
              default=1)
     hi = (r.size + 1) // 2
-    if lo > hi or _fits(g, r, seed, lo, budget, excess) is None:
+    if lo > hi or _fits(g, r, seed, lo, budget, excess, backend) is None:
         return None
     while lo < hi:  # the largest chunk that fits
         mid = (lo + hi + 1) // 2
-        if _fits(g, r, seed, mid, budget, excess) is not None:
+        if _fits(g, r, seed, mid, budget, excess, backend) is not None:
             lo = mid
         else:
             hi = mid - 1
@@ -156,7 +172,7 @@ def _chunk(g: Graph, r: Region, seed: int, budget: int, excess: int) -> Loop | N
     even = math.ceil(r.size / iterations)
     divisors = [d for d in range(even, lo + 1) if r.size % d == 0]
     chunk = divisors[0] if divisors else even
-    return _fits(g, r, seed, chunk, budget, excess) or _fits(g, r, seed, lo, budget, excess)
+    return _fits(g, r, seed, chunk, budget, excess, backend) or _fits(g, r, seed, lo, budget, excess, backend)
 
 
 def _seconds(found: Loop) -> float:
@@ -166,11 +182,11 @@ def _seconds(found: Loop) -> float:
     return c.flops * FLOP_S + c.bytes * BYTE_S + runs * NODE_RUN_S
 
 
-def _best(g: Graph, p: MemoryPlan, budget: int) -> tuple[int, Loop] | None:
+def _best(g: Graph, p: MemoryPlan, budget: int, backend: str) -> tuple[int, Loop] | None:
     excess = _excess(p, budget)
     best: tuple[float, int, Loop] | None = None
     for seed, r in _regions(g, _seeds(g, p, budget)):
-        found = _chunk(g, r, seed, budget, excess)
+        found = _chunk(g, r, seed, budget, excess, backend)
         if found is not None:
             t = _seconds(found)
             if best is None or t < best[0]:
@@ -178,36 +194,26 @@ def _best(g: Graph, p: MemoryPlan, budget: int) -> tuple[int, Loop] | None:
     return None if best is None else (best[1], best[2])
 
 
-def _infeasible(g: Graph, limit: int) -> InfeasibleMemoryLimit:
+def _infeasible(g: Graph, limit: int, backend: str) -> InfeasibleMemoryLimit:
     """The error for `limit`, with the smallest limit that works (found by bisection)."""
-    p = plan(g)
+    p = plan(g, backend)
     lo, hi = limit, max(limit, p.peak_bytes + RESERVE)
     while hi - lo > max(256, lo // 64):
         mid = (lo + hi) // 2
-        if _split(g, mid) is None:
+        if _split(g, mid, backend) is None:
             lo = mid
         else:
             hi = mid
-    done = _split(g, hi)
+    done = _split(g, hi, backend)
     final = done[0] if done else g
-    node = final[plan(final).peak_node] if plan(final).peak_node is not None else g.nodes[-1]
+    peak_node = plan(final, backend).peak_node
+    node = final[peak_node] if peak_node is not None else g.nodes[-1]
     return InfeasibleMemoryLimit(limit, hi, node)
 
 
-def with_split(passes: list, limit: int) -> list:
-    """`passes` with the split pass for `limit`: replacing a `split` already there, else
-    after dot-order (or at the end of a pipeline without it)."""
-    split = Split(memory_limit=limit)
-    if any(p.name == "split" for p in passes):
-        return [split if p.name == "split" else p for p in passes]
-    names = [p.name for p in passes]
-    at = names.index("dot-order") + 1 if "dot-order" in names else len(passes)
-    return [*passes[:at], split, *passes[at:]]
-
-
-def check_limit(g: Graph, limit: int) -> None:
+def check_limit(g: Graph, limit: int, backend: str = DEFAULT_BACKEND) -> None:
     """Raise if the final program's planned peak exceeds `limit` (a later pass undid it)."""
-    peak = plan(g)
+    peak = plan(g, backend)
     if peak.peak_bytes > budget_of(limit):
         node = g[peak.peak_node] if peak.peak_node is not None else g.nodes[-1]
         raise InfeasibleMemoryLimit(limit, peak.peak_bytes + RESERVE, node)

@@ -19,6 +19,7 @@ from ..trace import Trace
 from .payload import stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
+from .schema import DEFAULTS, IDLE, RunState
 
 _CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "img-src data:")
@@ -54,11 +55,9 @@ def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLo
         view["kernels"] = runs.kernels(k) if runs is not None else []
         views.append(view)
     state = {"title": trace.name, "stages": stage_summaries(trace), "index": 0,
-             "hide_unchanged": False, "search": "", "tab": "diff", "selected_rewrite": -1,
-             "sync_panes": True,
-             "backends": [], "run_rows": list(run_rows or []),
-             "run_state": {"running": False, "done": 0, "total": 0, "message": "",
-                           "pending": []}}
+             "hide_unchanged": False, "search": "",
+             **{k: DEFAULTS[k] for k in ("tab", "selected_rewrite", "sync_panes")},
+             "backends": [], "run_rows": list(run_rows or []), "run_state": RunState(**IDLE)}
     return {"state": state, "views": views}
 
 

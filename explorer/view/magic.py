@@ -24,15 +24,16 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ..trace import BACKENDS, explore
+from ..backends import registry
+from ..trace import explore
 
-BACKEND_CHOICES = ("cpu", "gpu", "jax", "reference")
 NOT_A_CALL = ("the last statement of a %%gambit cell must be a call such as `f(x, y)`: "
               "the magic traces that function with those arguments")
 
 
 def default_backend() -> str:
-    return next((b for b in ("cpu", "reference") if b in BACKENDS), BACKENDS[0])
+    here = registry.available()
+    return next((b for b in ("cpu", "reference") if b in here), here[0])
 
 
 def parse_pipeline(text: str | None) -> str | list[str] | None:
@@ -117,9 +118,9 @@ class GambitMagics(Magics):
                    "default: the standard pipeline")
     @argument("--memory-limit", default=None, metavar="BYTES",
               help="bound on the peak of live temporaries, e.g. 256MiB")
-    @argument("--backend", default=None, choices=BACKEND_CHOICES,
-              help="where to run the optimised program (default: cpu if available, else "
-                   "reference)")
+    @argument("--backend", default=None, metavar="NAME",
+              help="where to run the optimised program: a registered backend (reference, "
+                   "cpu, gpu, jax, ...; default: cpu if available, else reference)")
     @argument("--compare", action="store_true",
               help="measure the final stage on every available backend against NumPy, JAX "
                    "eager and jax.jit; show the table and plot under the widget")
@@ -137,9 +138,10 @@ class GambitMagics(Magics):
         """
         opts = parse_argstring(self.gambit, line)
         backend = opts.backend or default_backend()
-        if backend not in BACKENDS:
-            raise UsageError(f"backend {backend!r} is not available here; available: "
-                             f"{', '.join(BACKENDS)}")
+        try:
+            registry.get(backend)
+        except registry.BackendError as e:
+            raise UsageError(f"%%gambit --backend: {e}") from None
         if opts.out is not None and not opts.out.isidentifier():
             raise UsageError(f"--out needs a variable name, got {opts.out!r}")
         call = CellCall(self.shell, line, cell)
@@ -165,7 +167,7 @@ class GambitMagics(Magics):
                                  f"{type(e).__name__}: {e}") from None
         if opts.compare:
             widget.tab = "run"
-            widget.run(list(BACKENDS), stage=final, baselines=True)
+            widget.run(list(registry.available()), stage=final, baselines=True)
             display(widget.comparison())
         elif not opts.no_run:
             widget.run([backend], stage=final, baselines=False)

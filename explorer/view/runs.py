@@ -17,6 +17,7 @@ import numpy as np
 from ..backends.measure import Measurement, measure_graph
 from ..compare import BASELINES, Comparison, expected, measure_baseline
 from ..trace import Trace
+from .schema import KernelRow, RunRow
 
 BASELINE_LABELS = {"numpy": "NumPy", "jax-eager": "JAX eager", "jax-jit": "jax.jit"}
 NO_FUNCTION = ("cannot run: this trace has no Python function to call (it was read from "
@@ -38,19 +39,19 @@ def check_text(m: Measurement) -> str:
 
 
 def row_of(m: Measurement, key: str, kind: str, stage: int | None,
-           backend: str) -> dict[str, Any]:
+           backend: str) -> RunRow:
     label = BASELINE_LABELS.get(backend, m.label) if kind == "baseline" else m.label
-    return {"key": key, "kind": kind, "label": label, "stage": stage, "backend": backend,
-            "seconds": m.median, "min_seconds": m.minimum, "repeats": m.repeats,
-            "peak_bytes": m.peak_bytes, "peak_how": m.peak_how, "check": check_text(m),
-            "ok": m.ok if m.error is not None else None, "error": ""}
+    return RunRow(key=key, kind=kind, label=label, stage=stage,  # type: ignore[typeddict-item]
+                  backend=backend, seconds=m.median, min_seconds=m.minimum, repeats=m.repeats,
+                  peak_bytes=m.peak_bytes, peak_how=m.peak_how, check=check_text(m),
+                  ok=m.ok if m.error is not None else None, error="")
 
 
 def failed_row(key: str, kind: str, label: str, stage: int | None, backend: str,
-               error: str) -> dict[str, Any]:
-    return {"key": key, "kind": kind, "label": label, "stage": stage, "backend": backend,
-            "seconds": None, "min_seconds": None, "repeats": 0, "peak_bytes": None,
-            "peak_how": "", "check": "", "ok": None, "error": error}
+               error: str) -> RunRow:
+    return RunRow(key=key, kind=kind, label=label, stage=stage,  # type: ignore[typeddict-item]
+                  backend=backend, seconds=None, min_seconds=None, repeats=0, peak_bytes=None,
+                  peak_how="", check="", ok=None, error=error)
 
 
 class RunLog:
@@ -76,7 +77,7 @@ class RunLog:
         try:
             flat, want = self._inputs()
             m = measure_graph(stage.graph, flat, backend, want, self.repeats, label, stage.name,
-                              self.trace.memory_limit)
+                              self.trace.options)
         except Exception as e:  # shown in the row: one failing backend must not stop the rest
             return failed_row(key, "stage", label, index, backend, f"{type(e).__name__}: {e}")
         self.measurements[key] = m
@@ -98,9 +99,9 @@ class RunLog:
         self.measurements[key] = m
         return row_of(m, key, "baseline", None, name)
 
-    def kernels(self, index: int) -> list[dict[str, Any]]:
+    def kernels(self, index: int) -> list[KernelRow]:
         """The generated kernels of the latest run of stage `index` on each backend."""
-        return [{"backend": m.backend, "name": k.name, "source": k.source, "seconds": k.seconds}
+        return [KernelRow(backend=m.backend, name=k.name, source=k.source, seconds=k.seconds)
                 for key, m in self.measurements.items() if key.startswith(f"{index}:")
                 for k in m.kernels]
 

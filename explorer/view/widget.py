@@ -1,69 +1,69 @@
 """trace.widget(): the step-through pass widget, an anywidget.
 
 Python owns the state. The front end (extension/src, bundled into explorer/static/) draws the
-traits below and writes back only the user's choices: `index`, `hide_unchanged`, `search`,
-`selected_rewrite`, `tab`, `sync_panes`, the run tab's `run_backends` and `run_baselines`, and
-a "run" message. Each stage's view is built on first visit
-and cached, so stepping back is instant.
+traits, one per key of schema.Traits, and writes back only the user's choices (schema.Choice)
+and a run message (schema.RunMessage). Each stage's view is built on first visit and cached,
+so stepping back is instant.
 """
 
 from __future__ import annotations
 
 import pathlib
+import types
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import anywidget
 import traitlets as t
+from typing_extensions import is_typeddict
 
+from ..backends import registry
 from ..compare import BASELINES
-from ..trace import BACKENDS, Trace
+from ..trace import Trace
 from .payload import VIEW_KEYS, stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
+from .schema import DEFAULTS, RunState, StageView, Traits, fields
 from .summary import summary_html
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
+_SCALARS = {str: t.Unicode, int: t.Int, float: t.Float, bool: t.Bool}
 
 
-class TraceWidget(anywidget.AnyWidget):
+def trait(tp: Any, default: Any = None) -> t.TraitType:
+    """The traitlets type holding a value of the schema's type `tp`."""
+    origin, args = get_origin(tp) or tp, get_args(tp)
+    kw = {} if default is None else {"default_value": default}
+    if origin is Literal:
+        origin = type(args[0])
+    if origin is list:
+        return t.List(_SCALARS[args[0]]() if args[0] in _SCALARS else None, **kw)
+    if origin is dict or is_typeddict(tp):
+        return t.Dict(**kw)
+    return _SCALARS[origin](**kw)
+
+
+def _synced_traits(namespace: dict[str, Any]) -> None:
+    """One synced trait per key of schema.Traits, starting at schema.DEFAULTS or else at the
+    type's zero ("", 0, False, [], {})."""
+    namespace.update({name: trait(tp, DEFAULTS.get(name)).tag(sync=True)
+                      for name, tp in fields(Traits).items()})
+
+
+SyncedTraits = types.new_class("SyncedTraits", (anywidget.AnyWidget,), exec_body=_synced_traits)
+
+
+class TraceWidget(SyncedTraits):
     _esm = STATIC / "widget.js"
     _css = STATIC / "widget.css"
 
-    title = t.Unicode("").tag(sync=True)
-    stages = t.List(t.Dict()).tag(sync=True)
-    index = t.Int(0).tag(sync=True)
-    hide_unchanged = t.Bool(False).tag(sync=True)
-    search = t.Unicode("").tag(sync=True)
-    tab = t.Unicode("diff").tag(sync=True)
-    selected_rewrite = t.Int(-1).tag(sync=True)
-    sync_panes = t.Bool(True).tag(sync=True)  # pan and zoom the two graphs together
-    # the current stage's view (see payload.stage_view)
-    before_svg = t.Unicode("").tag(sync=True)
-    after_svg = t.Unicode("").tag(sync=True)
-    before_words = t.Dict().tag(sync=True)
-    after_words = t.Dict().tag(sync=True)
-    diff_counts = t.Dict().tag(sync=True)
-    note = t.Unicode("").tag(sync=True)
-    ir_diff = t.List().tag(sync=True)
-    rewrites = t.List().tag(sync=True)
-    cost = t.Dict().tag(sync=True)
-    # running stages
-    backends = t.List(t.Unicode()).tag(sync=True)
-    run_backends = t.List(t.Unicode()).tag(sync=True)  # the run tab's choices
-    run_baselines = t.Bool(True).tag(sync=True)
-    run_rows = t.List(t.Dict()).tag(sync=True)
-    run_state = t.Dict({"running": False, "done": 0, "total": 0, "message": "",
-                        "pending": []}).tag(sync=True)
-    kernels = t.List(t.Dict()).tag(sync=True)
-    interactive = t.Bool(True).tag(sync=True)  # False in an exported page: nothing to run on
-
     def __init__(self, trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES,
-                 backends: Sequence[str] = BACKENDS, repeats: int = 5, **kwargs: Any) -> None:
+                 backends: Sequence[str] | None = None, repeats: int = 5, **kwargs: Any) -> None:
         self.trace = trace
         self.max_nodes = max_nodes
-        self._views: dict[int, dict[str, Any]] = {}
+        self._views: dict[int, StageView] = {}
         self.runs = RunLog(trace, repeats)
+        backends = registry.available() if backends is None else backends
         kwargs.setdefault("run_backends", list(backends))
         super().__init__(title=trace.name, stages=stage_summaries(trace),
                          backends=list(backends), **kwargs)
@@ -80,7 +80,7 @@ class TraceWidget(anywidget.AnyWidget):
     def _index_changed(self, change: dict[str, Any]) -> None:
         self._show(change["new"])
 
-    def view(self, index: int) -> dict[str, Any]:
+    def view(self, index: int) -> StageView:
         if index not in self._views:
             self._views[index] = stage_view(self.trace, index, self.max_nodes)
         return self._views[index]
@@ -136,17 +136,17 @@ class TraceWidget(anywidget.AnyWidget):
                  for b in (self.backends if backends is None else backends)]
         rows = []
         for k, (kind, name, label) in enumerate(jobs):
-            self.run_state = {"running": True, "done": k, "total": len(jobs),
-                              "message": f"measuring {label} ({k + 1}/{len(jobs)})",
-                              "pending": [j[2] for j in jobs[k:]]}
+            self.run_state = RunState(running=True, done=k, total=len(jobs),
+                                      message=f"measuring {label} ({k + 1}/{len(jobs)})",
+                                      pending=[j[2] for j in jobs[k:]])
             row = self.runs.baseline(name) if kind == "baseline" else self.runs.run(index, name)
             rows.append(row)
             self._put(row)
         failed = sum(bool(r["error"]) for r in rows)
-        self.run_state = {"running": False, "done": len(jobs), "total": len(jobs),
-                          "message": f"measured {len(jobs)} runs"
-                                     + (f", {failed} could not run" if failed else ""),
-                          "pending": []}
+        self.run_state = RunState(running=False, done=len(jobs), total=len(jobs),
+                                  message=f"measured {len(jobs)} runs"
+                                          + (f", {failed} could not run" if failed else ""),
+                                  pending=[])
         if index == self.index:
             self.kernels = self.runs.kernels(index)
         return rows

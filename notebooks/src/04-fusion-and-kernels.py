@@ -19,8 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import explorer as gx
-from explorer.backends.dispatch import gpu_unavailable_reason
-from explorer.trace import BACKENDS
 from explorer.units import format_bytes
 
 rng = np.random.default_rng(0)
@@ -38,7 +36,7 @@ def measured(nbytes):
     return "under 16 KiB" if nbytes < 16 * 1024 else format_bytes(nbytes)
 
 
-print("backends on this machine:", ", ".join(BACKENDS))
+print("backends on this machine:", ", ".join(gx.backends.available()))
 
 # %% [markdown]
 # ## Seed 004: `reduce_sum(x + y * z)`
@@ -104,14 +102,14 @@ print("measured peak of temporaries:", measured(result.peak_bytes))
 # the notebook tests do not compare it.)
 
 # %% tags=nbval-ignore-output
-if "gpu" in BACKENDS:
+if "gpu" in gx.backends.available():
     gpu_result = trace.run(backend="gpu")
     for kernel in gpu_result.kernels:
         print(f"// ---- {kernel.name}")
         print(kernel.source)
     print("GPU value matches NumPy:", bool(np.isclose(gpu_result.value, exact, rtol=1e-4)))
 else:
-    print("No GPU backend here, skipping the GPU kernels:", gpu_unavailable_reason())
+    print("No GPU backend here, skipping the GPU kernels:", gx.backends.unavailable_reason("gpu"))
 
 # %% [markdown]
 # ## Against NumPy, JAX eager and `jax.jit`
@@ -124,7 +122,7 @@ else:
 # the checks do not.
 
 # %%
-backends = [b for b in ("cpu", "gpu") if b in BACKENDS]
+backends = [b for b in ("cpu", "gpu") if b in gx.backends.available()]
 
 
 def show(comparison):

@@ -141,7 +141,6 @@ print("three N*K*M float32 tensors:", big.stages[0].cost.peak_bytes == 3 * m**3 
 # %%
 import time
 
-from explorer.trace import BACKENDS
 
 def best_ms(fn, repeats=7):
     fn()  # warm up (jax.jit compiles on the first call)
@@ -156,7 +155,7 @@ def best_ms(fn, repeats=7):
 jit1, jit2 = jax.jit(gemm1), jax.jit(gemm2)
 print(f"jax.jit(gemm1), a dot:                    {best_ms(lambda: jit1(A2, B2)):.3f} ms")
 print(f"jax.jit(gemm2), fused multiply-reduce:    {best_ms(lambda: jit2(A2, B2)):.3f} ms")
-if "jax" in BACKENDS:
+if "jax" in gx.backends.available():
     ours = 1e3 * min(big.run(backend="jax").seconds for _ in range(7))
     print(f"ours, gemm2 after our passes, on XLA:     {ours:.3f} ms")
 else:

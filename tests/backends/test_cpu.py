@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import explorer as gx
-from explorer.backends import cpu, reference
+from explorer.backends import cpu, reference, registry
 from explorer.backends.cpu_codegen import PARALLEL_MIN
 from explorer.ir import Graph, GraphBuilder, TensorType
 from explorer.ir.ops import OPS
@@ -66,7 +66,8 @@ def test_every_elementwise_op_in_a_kernel(op: str) -> None:
     g = _elementwise_graph(op, inputs, attrs)
     fused, report = Fuse()(g)
     assert report.changed
-    outs, _, _, kernels = cpu.compile(fused).run(inputs)
+    r = registry.executable(fused, "cpu").run(inputs)
+    outs, kernels = r.outputs, r.kernels
     assert_outputs_close(reference.evaluate(g, inputs), outs, op)
     assert len(kernels) == 1
 
@@ -81,6 +82,20 @@ def test_parallel_reductions(axes: tuple[int, ...]) -> None:
     (k,) = got.kernels
     assert "prange" in k.source
     np.testing.assert_allclose(got.value, np.sum(np.abs(x) * 2, axis=axes), rtol=1e-4)
+
+
+@pytest.mark.parametrize("axes", [(0,), (0, 1)])
+def test_parallel_reductions_as_a_16_core_machine_generates_them(axes, monkeypatch) -> None:
+    """With 16 threads the kernel folds 64 partial rows; numba once fused the partials'
+    combine (written through a reshaped alias) with the epilogue and read zeros."""
+    monkeypatch.setattr(cpu, "_threads", lambda: 16)
+    rows = PARALLEL_MIN // 512
+    x = np.random.default_rng(4).standard_normal((rows, 512)).astype(np.float32)
+    t = gx.explore(lambda x: jnp.sum(jnp.abs(x) * 2.0, axis=axes), x, pipeline=["fuse"])
+    got = registry.get("cpu").compile(t.final.graph, gx.CompileOptions()).run([x])
+    (k,) = got.kernels
+    assert "prange(64)" in k.source
+    np.testing.assert_allclose(got.outputs[0], np.sum(np.abs(x) * 2, axis=axes), rtol=1e-4)
 
 
 def test_split_loops_run_chunk_by_chunk() -> None:
@@ -123,5 +138,5 @@ def test_fused_temporaries_are_under_one_percent_of_numpy_eager() -> None:
 def test_random_programs(graph: Graph) -> None:
     fused, _ = Fuse()(graph)
     args = random_args(graph, np.random.default_rng(0))
-    outs, _, _, _ = cpu.compile(fused).run(args)
+    outs = registry.executable(fused, "cpu").run(args).outputs
     assert_outputs_close(reference.evaluate(graph, args), outs, "cpu")

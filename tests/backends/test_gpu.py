@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import gpu  # importing must work without CuPy
-from explorer.backends.dispatch import gpu_unavailable_reason
+from explorer.backends import (
+    gpu,  # importing must work without CuPy
+    registry,
+)
 from explorer.backends.gpu_codegen import generate
 from explorer.backends.kernel_plan import plan_kernel
 from tests.backends.conftest import PROGRAMS, explore, kernels_of
 from tests.passes.semantic import assert_outputs_close
 
-REASON = gpu_unavailable_reason()
+REASON = registry.unavailable_reason("gpu")
 needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"GPU backend unavailable: {REASON}")
 
 
@@ -25,7 +27,7 @@ def _code(name: str):  # noqa: ANN202
 
 def test_backend_listed_only_with_a_gpu() -> None:
     assert ("gpu" in gx.trace.BACKENDS) == (REASON is None)
-    assert gpu.GpuExecutable is not None
+    assert gpu.GpuInterpreter is not None and "gpu" in registry.names()
 
 
 def test_seed004_is_one_reduction_kernel_with_its_division_as_post_map() -> None:

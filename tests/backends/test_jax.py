@@ -9,8 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import explorer as gx
-from explorer.backends import jax as jax_backend
-from explorer.backends import reference
+from explorer.backends import reference, registry
 from explorer.ir import Graph
 from explorer.passes.fuse import Fuse
 from tests.backends.conftest import PROGRAMS, explore
@@ -43,7 +42,7 @@ def test_random_programs(graph: Graph) -> None:
         return  # without jax_enable_x64 JAX computes f64 in f32 (documented)
     fused, _ = Fuse()(graph)
     args = random_args(graph, np.random.default_rng(0))
-    outs, _, _, _ = jax_backend.compile(fused).run(args)
+    outs = registry.executable(fused, "jax").run(args).outputs
     assert_outputs_close(reference.evaluate(graph, args), outs, "jax")
 
 

@@ -89,7 +89,7 @@ def test_default_run_is_one_row_without_baselines(ip, shown):
 
 @pytest.mark.parametrize("cell, message", [
     ("%%gambit --bogus\n" + CELL, "unrecognized arguments: --bogus"),
-    ("%%gambit --backend tpu\n" + CELL, "invalid choice: 'tpu'"),
+    ("%%gambit --backend tpu\n" + CELL, "unknown backend 'tpu'; registered: reference"),
     ("%%gambit --backend gpu\n" + CELL, "backend 'gpu' is not available here"),
     ("%%gambit\ny = 1\n", "must be a call"),
     ("%%gambit\n", "cell body is empty"),  # IPython says so itself

@@ -2,6 +2,7 @@
 
 from viewdata import PROGRAM_LINE
 
+from explorer.view.schema import KernelRow, problems
 from explorer.view.widget import TraceWidget
 
 
@@ -159,21 +160,24 @@ def test_a_trace_without_a_function_says_its_jax_baselines_cannot_run(toy_trace)
 
 
 def test_kernels_come_from_runs(toy_trace, monkeypatch):
-    from explorer.backends import dispatch
+    from dataclasses import replace
+
+    from explorer.backends import registry
     from explorer.backends.result import Kernel
 
     w = toy_trace.widget(repeats=1)
-    real = dispatch.run_graph
+    real = registry.run_graph
 
-    def run_with_kernels(graph, args, backend="reference", memory_limit=None):
-        outs, seconds, peak, _ = real(graph, args, "reference", memory_limit)
-        return outs, seconds, peak, (Kernel("fused_0", "void fused_0() {}", 1e-6),)
+    def run_with_kernels(graph, args, name="reference", options=None):
+        run = real(graph, args, "reference", options)
+        return replace(run, kernels=(Kernel("fused_0", "void fused_0() {}", 1e-6),))
 
-    monkeypatch.setattr(dispatch, "run_graph", run_with_kernels)
+    monkeypatch.setattr(registry, "run_graph", run_with_kernels)
     w.index = 3
     w.run(["reference"], baselines=False)
     assert w.kernels == [{"backend": "reference", "name": "fused_0",
                           "source": "void fused_0() {}", "seconds": 1e-6}]
+    assert problems(w.kernels, list[KernelRow]) == []
     w.index = 2
     assert w.kernels == []
     w.index = 3
