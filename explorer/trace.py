@@ -76,12 +76,18 @@ class Trace:
         return self.traced.fn_name
 
     def stage(self, key: int | str) -> Stage:
-        if isinstance(key, int):
+        """A stage by index (negative counts from the end) or by name (the first so named)."""
+        names = ", ".join(f"{k} {s.name}" for k, s in enumerate(self.stages))
+        if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
+            n = len(self.stages)
+            if not -n <= key < n:
+                raise IndexError(f"no stage {key}: this trace has stages 0..{n - 1} "
+                                 f"(or -{n}..-1): {names}")
             return self.stages[key]
         for s in self.stages:
             if s.name == key:
                 return s
-        raise KeyError(f"no stage named {key!r}; stages: {', '.join(s.name for s in self.stages)}")
+        raise KeyError(f"no stage named {key!r}; stages: {names}")
 
     def flat_args(self, args: tuple[Any, ...]) -> list[np.ndarray]:
         leaves, tree = jax.tree_util.tree_flatten(args)

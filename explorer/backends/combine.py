@@ -89,6 +89,8 @@ def merge_top_k(xp: Any, values: Any, indices: Any | None, new_values: Any,
         order = xp.argsort(both, axis=axis, stable=True, descending=True)
     else:
         key = xp.negative(both.astype(xp.float64))  # as the top_k reference orders them
+        key[xp.isnan(key)] = -xp.inf  # NaN first, then +inf
+        key[xp.isneginf(key) & ~xp.isnan(both)] = -xp.finfo(xp.float64).max
         order = xp.argsort(key, axis=axis, kind="stable")
         del key
     order = chunk_of(order, axis, 0, k)

@@ -67,7 +67,10 @@ def accumulator(plan: KernelPlan) -> tuple[str, str, object]:
     return kind, acc, dtypes.to_numpy(acc).type(MONOIDS[kind].identity_value(acc))
 
 
-COMBINE = {"add": "{0} + {1}", "mul": "{0} * {1}", "max": "_max({0}, {1})",
+# Sums and products fold through _radd/_rmul, the only operations allowed to reassociate (see
+# _helpers): that lets LLVM vectorize the accumulation, while every other operation keeps
+# IEEE semantics.
+COMBINE = {"add": "_radd({0}, {1})", "mul": "_rmul({0}, {1})", "max": "_max({0}, {1})",
            "min": "_min({0}, {1})", "and": "{0} & {1}", "or": "{0} | {1}"}
 
 
@@ -125,7 +128,7 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
     args += (["partial"] if partials else []) + ["out"]
     w = _Writer()
     w.depth = 0
-    w(f"@njit(parallel={parallel}, fastmath={{'reassoc', 'contract'}}, error_model='numpy', cache=True)")
+    w(f"@njit(parallel={parallel}, error_model='numpy', cache=True)")
     w(f"def {name}({', '.join(args)}):")
     w.depth = 1
     for n in body.nodes:
@@ -222,12 +225,14 @@ PRELUDE = '''import math
 import numpy as np
 from numba import njit, prange
 
-from explorer.backends.cpu_codegen import _idiv, _irem, _max, _min, _round_away, _to_int
+from explorer.backends.cpu_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
+                                            _to_int)
 '''
 
 
 def _helpers() -> dict[str, object]:
-    from numba import njit
+    from numba import njit, types
+    from numba.extending import overload
 
     @njit(inline="always")
     def _max(a, b):  # np.maximum: NaN wins
@@ -251,16 +256,43 @@ def _helpers() -> dict[str, object]:
         r = abs(a) % abs(b)
         return -r if a < 0 else r
 
+    # Kernels carry no fast-math flags: 'reassoc' lets LLVM fold log(exp(x)) to x (100 instead
+    # of inf) and 'contract' turns x*y+z into an fma (-inf instead of inf-inf = nan), results
+    # the reference and JAX agree on. Only a reduction's accumulator may reassociate, so that
+    # the loop vectorizes (3x on mean(x**2*3+y)): these are separate, not numba-inlined
+    # functions, so the flag stays on their one instruction when LLVM inlines them.
+    @njit(fastmath={"reassoc"})
+    def _radd(a, b):
+        return a + b
+
+    @njit(fastmath={"reassoc"})
+    def _rmul(a, b):
+        return a * b
+
     @njit(inline="always")
     def _round_away(x):
         return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
-    @njit(inline="always")
-    def _to_int(x):  # float -> int as the reference does: NaN -> 0, else truncate
-        return 0 if x != x else x
+    def _to_int(x, lo, hi, t):  # x as integer type t, whose bounds are lo and hi
+        raise TypeError("_to_int is called from numba kernels only")
+
+    @overload(_to_int, inline="always")
+    def _to_int_numba(x, lo, hi, t):
+        if not isinstance(x, types.Float):
+            return lambda x, lo, hi, t: t(x)  # an integer wraps, as NumPy and XLA do
+
+        def saturate(x, lo, hi, t):  # as XLA: truncate; NaN -> 0; out of range -> lo or hi
+            if x != x:
+                return t(0)
+            if x >= hi:  # compared in float64, where hi may round up (2**63 - 1 -> 2**63)
+                return t(hi)
+            if x <= lo:
+                return t(lo)
+            return t(x)
+        return saturate
 
     return {"_max": _max, "_min": _min, "_idiv": _idiv, "_irem": _irem,
-            "_round_away": _round_away, "_to_int": _to_int}
+            "_radd": _radd, "_rmul": _rmul, "_round_away": _round_away, "_to_int": _to_int}
 
 
 def __getattr__(name: str) -> object:

@@ -31,12 +31,21 @@ from .kernel_plan import (
 DIALECT = "cuda"  # the op table's scalar forms this generator reads
 
 # Device helpers every kernel may call (NaN-propagating max/min as np.maximum; lax's integer
-# division and remainder, which truncate and give 0 for a zero divisor).
+# division and remainder, which truncate and give 0 for a zero divisor; conversion to an
+# integer type T as XLA converts: a float truncates, NaN gives 0 and out-of-range values
+# saturate at T's bounds, compared in F where the max may round up to a power of two; an
+# integer or bool operand, for which F(1.5) == F(1), wraps).
 PREAMBLE = """template <typename T> __device__ T _max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ T _min(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T> __device__ T _idiv(T a, T b) { return b == 0 ? T(0) : a / b; }
 template <typename T> __device__ T _irem(T a, T b) { return b == 0 ? T(0) : a % b; }
-template <typename T, typename F> __device__ T _to_int(F x) { return x != x ? T(0) : T(x); }
+template <typename T, typename F> __device__ T _to_int(F x) {
+  if (F(1.5) == F(1)) return T(x);
+  const bool sig = T(-1) < T(0);
+  const T hi = sig ? T(~0ULL >> (65 - 8 * sizeof(T))) : T(~0ULL);
+  const T lo = sig ? T(-hi - 1) : T(0);
+  return x != x ? T(0) : x >= F(hi) ? hi : x <= F(lo) ? lo : T(x);
+}
 __device__ inline double _inf() { return __longlong_as_double(0x7ff0000000000000LL); }
 __device__ inline double _nan() { return __longlong_as_double(0x7ff8000000000000LL); }
 """

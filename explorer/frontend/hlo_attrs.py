@@ -158,14 +158,19 @@ _SCALAR = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?
 
 def literal(payload: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray | None:
     """The value of `constant(...)`, or None when XLA elided it (`{...}`) or we cannot read it
-    (complex numbers, odd element types): the instruction then stays opaque."""
+    (odd element types): the instruction then stays opaque. A complex element is written
+    `(real, imaginary)`, as XLA prints it, or as a plain real number."""
     body = re.sub(r"^\s*[a-z]\w*\[[^\]]*\](?:\{[^}]*\})?", "", payload)  # `f32[2] {1, 2}` form
     if "..." in body or not re.fullmatch(r"[\s{},\w.+\-()]*", body):
         return None
     if re.sub(r"[\s{},]", "", body) == "" and int(np.prod(shape)) != 0:
         return None
     values = [_SPECIAL.get(re.sub(r"\(.*\)", "", v), v) for v in _SCALAR.findall(body)]
-    if re.sub(_SCALAR, "", body).strip(" \n{},") != "":
+    rest = re.sub(_SCALAR, "", body)
+    pairs = dtype in ("c64", "c128") and "(" in rest  # complex elements as (real, imaginary)
+    if pairs:
+        rest = re.sub(r"\(\s*,\s*\)", "", rest)
+    if rest.strip(" \n{},") != "":
         return None
     try:
         npd = dtypes.to_numpy(dtype)
@@ -178,6 +183,8 @@ def literal(payload: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray | No
             flat = [v if isinstance(v, bool) else bool(float(v)) for v in values]
         else:
             flat = [float(v) if isinstance(v, str) else v for v in values]
+        if pairs:
+            flat = [complex(r, i) for r, i in zip(flat[::2], flat[1::2])]
         with np.errstate(all="ignore"):
             return np.array(flat, dtype=npd).reshape(shape)
     except (ValueError, TypeError, OverflowError):

@@ -467,10 +467,22 @@ _pointwise("clamp", 3, (), _clamp_infer, lambda lo, x, hi: np.minimum(np.maximum
 
 
 def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
-    target = dtypes.to_numpy(new_dtype)
-    if np.issubdtype(target, np.integer) and np.issubdtype(x.dtype, np.floating):
-        with np.errstate(invalid="ignore"):
-            x = np.trunc(np.nan_to_num(x, nan=0.0))
+    """As XLA converts: complex to real keeps the real part; float to integer truncates toward
+    zero and saturates (NaN -> 0, +inf and anything too large -> the type's max, -inf and
+    anything too small -> its min); integer to a narrower integer wraps; to pred is `!= 0`."""
+    target, x = dtypes.to_numpy(new_dtype), np.asarray(x)
+    if np.iscomplexobj(x) and not np.issubdtype(target, np.complexfloating):
+        x = x.real
+    if target == np.bool_:
+        return np.asarray(x != 0)
+    if np.issubdtype(target, np.integer) and dtypes.is_float(dtypes.from_numpy(x.dtype)):
+        info = np.iinfo(target)
+        # the bounds as floats: min and max + 1 are powers of two (or 0), exact in float64,
+        # where max itself may not be (2**63 - 1 rounds up to 2**63)
+        lo, hi = float(info.min), float(info.max) + 1.0
+        nan, over, under = np.isnan(x), x >= hi, x <= lo
+        inside = np.where(nan | over | under, 0, np.trunc(x)).astype(target)
+        return np.where(over, info.max, np.where(under, info.min, inside)).astype(target)
     return x.astype(target)
 
 
@@ -481,9 +493,13 @@ def _jax_convert(x: Any, new_dtype: str) -> Any:
 
 
 def _numba_convert(a: list[str], n: Any) -> str:
-    if dtypes.is_bool(n.attrs["new_dtype"]):
+    new = n.attrs["new_dtype"]
+    if dtypes.is_bool(new):
         return f"({a[0]} != 0)"
-    return f"_to_int({a[0]})" if dtypes.is_int(n.attrs["new_dtype"]) else a[0]
+    if not dtypes.is_int(new):
+        return a[0]
+    info = np.iinfo(dtypes.to_numpy(new))  # _to_int saturates a float at these, wraps an int
+    return f"_to_int({a[0]}, {info.min}, {info.max}, np.{info.dtype.name})"
 
 
 def _c_convert(a: list[str], n: Any) -> str:
@@ -1048,6 +1064,8 @@ def _topk_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
 def _topk_ref(x, k, axis=-1):
     moved = np.moveaxis(x, axis, -1)
     key = -moved.astype(np.float64)  # exact for every integer type up to 2**53
+    key[np.isnan(key)] = -np.inf  # as lax.top_k: NaN ranks above everything, +inf included
+    key[np.isneginf(key) & ~np.isnan(moved)] = -np.finfo(np.float64).max  # +inf just below
     idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
     vals = np.take_along_axis(moved, idx, -1)
     return np.moveaxis(vals, -1, axis), np.moveaxis(idx.astype(np.int32), -1, axis)

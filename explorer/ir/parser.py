@@ -254,6 +254,12 @@ def _nested_list(t: _Tokens) -> Any:
             if t.accept("]"):
                 return items
             t.expect(",")
+    if t.accept("("):  # a complex element: (real, imaginary)
+        re_ = float(t.expect_kind("num", "the real part of a complex number"))
+        t.expect(",")
+        im = float(t.expect_kind("num", "the imaginary part of a complex number"))
+        t.expect(")")
+        return complex(re_, im)
     kind, text, _ = t.peek()
     if kind == "num":
         t.next()
@@ -261,4 +267,4 @@ def _nested_list(t: _Tokens) -> Any:
     if kind == "name" and text in ("true", "false"):
         t.next()
         return text == "true"
-    raise t.error("expected a number or '['")
+    raise t.error("expected a number, '[' or '('")

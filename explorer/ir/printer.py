@@ -62,6 +62,8 @@ def _fmt_literal(lit: Literal) -> str:
 def _nested(x: Any) -> str:
     if isinstance(x, list):
         return "[" + ", ".join(_nested(e) for e in x) + "]"
+    if isinstance(x, complex):  # (real, imaginary), as HLO writes a complex element
+        return f"({_fmt_float(x.real)}, {_fmt_float(x.imag)})"
     return format_value(float(x) if not isinstance(x, bool | int) else x)
 
 
