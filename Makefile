@@ -33,8 +33,11 @@ test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS) tests
 	$(NBVAL)
 
+# The fuzz tests at full scale; the differential fuzz (tests/fuzz_programs.py) as one process,
+# 10,000 programs, ending with its summary line (programs, mismatches by backend, crashes, RSS).
 fuzz: $(STAMP)
-	GAMBIT_FUZZ=full $(PY) -m pytest -n 2 -m fuzz tests
+	GAMBIT_FUZZ=full $(PY) -m pytest -n 2 -m fuzz --ignore=tests/test_differential.py tests
+	GAMBIT_FUZZ=full $(PY) -m tests.fuzz_programs 10000
 
 bench: $(STAMP)
 	for f in bench/*.py; do $(PY) $$f || exit 1; done

@@ -8,7 +8,12 @@ the generator cannot express (say, an op with no scalar form) runs on the refere
 interpreter, and its listed source says so.
 
 Generated modules are written to a cache folder (GAMBIT_KERNEL_CACHE, default
-~/.cache/gambit-explorer/kernels) so that numba's own cache spares recompiling them.
+~/.cache/gambit-explorer/kernels) so that numba's own cache spares recompiling them. In memory,
+the loaded kernels are kept in a least-recently-used cache of KERNEL_CACHE_SIZE entries, and a
+kernel's module stays in `sys.modules` (where numba's disk cache looks it up) only while the
+kernel is cached. The size is generous on purpose: numba never frees a compiled function's
+machine code (about 1 MiB for a fresh compile, 0.25 MiB loaded from its disk cache), so an
+evicted kernel that comes back costs that memory again; eviction only drops our references.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import importlib.util
 import os
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +41,9 @@ from .numpy_temporaries import workspace_bytes
 from .reference import NumpyInterpreter
 from .registry import Backend, register
 
-_COMPILED: dict[str, Callable[..., None]] = {}
+KERNEL_CACHE_SIZE = 256
+# source hash -> (jitted kernel, its module's name in sys.modules, or None), oldest first
+_COMPILED: OrderedDict[str, tuple[Callable[..., None], str | None]] = OrderedDict()
 
 
 def cache_dir() -> Path:
@@ -47,8 +55,10 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
     text = PRELUDE + "\n\n" + code.source
     key = hashlib.sha1(text.encode()).hexdigest()[:16]
     if key in _COMPILED:
-        return _COMPILED[key]
+        _COMPILED.move_to_end(key)
+        return _COMPILED[key][0]
     namespace: dict[str, Any]
+    module_name: str | None = None
     try:
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
@@ -60,15 +70,24 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
         spec = importlib.util.spec_from_file_location(f"gambit_kernel_{key}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # numba's disk cache finds the module by name
+        module_name = spec.name
+        sys.modules[module_name] = module  # numba's disk cache finds the module by name
         spec.loader.exec_module(module)
         namespace = vars(module)
     except OSError:  # no writable cache: compile in memory, without numba's disk cache
+        if module_name is not None:
+            sys.modules.pop(module_name, None)
+            module_name = None
         namespace = {}
         exec(compile(text.replace("cache=True", "cache=False"), f"<kernel {code.name}>", "exec"),
              namespace)
-    _COMPILED[key] = namespace[code.name]
-    return _COMPILED[key]
+    fn = namespace[code.name]
+    _COMPILED[key] = (fn, module_name)
+    while len(_COMPILED) > KERNEL_CACHE_SIZE:
+        _, (_, evicted) = _COMPILED.popitem(last=False)
+        if evicted is not None:
+            sys.modules.pop(evicted, None)
+    return fn
 
 
 def _threads() -> int:

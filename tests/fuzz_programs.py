@@ -1,0 +1,570 @@
+"""The differential fuzz: random JAX programs through every stage of the default pipeline and
+every available backend, compared with JAX eager; plus mutated HLO dumps through the pipeline
+and every backend, compared with the reference interpreter on the imported graph.
+
+A program is Python source (`Program.source`), generated from one seed: elementwise ops,
+broadcasting, reductions, dots, distances (self-distances too), softmax, logsumexp, argmax,
+top_k and conversions over f32 and i32, its inputs salted with special values (nan, +-inf,
+-0.0, 100.0, the i32 extremes), and sometimes a memory limit. For each program:
+
+  - `gx.explore(fn, *args, memory_limit=...)` runs; an infeasible limit must raise
+    InfeasibleMemoryLimit, and the limit it names must then explore and run within it;
+  - every stage prints, parses back (`gx.parse(str(graph))`) to an equal graph and verifies;
+  - the parsed graph of every distinct stage runs on the reference interpreter, and the traced
+    and final stages (every distinct stage with `every_stage=True`) on every available
+    backend (`registry.available()`); outputs are compared with `fn(*args)` under JAX eager:
+    same shapes and dtypes, NaN and +-inf at the same places, finite values within
+    measure.TOLERANCE relative to the output's magnitude, integers exact.
+
+A mismatch or crash is a `Finding` whose `report()` is a self-contained reproducer. `fuzz()`
+runs a batch and returns a `Summary`, whose line says programs, mismatches by backend, crashes
+and peak RSS (at the start and the end). tests/test_differential.py runs a few hundred
+programs; `make fuzz` (GAMBIT_FUZZ=full) 10,000. By hand:
+`python -m tests.fuzz_programs 10000 [first_seed]`.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import explorer as gx
+from explorer.backends import registry
+from explorer.backends.measure import TOLERANCE
+from explorer.ir import OpError, dtypes
+from explorer.passes.pipeline import resolve, run_pipeline
+from explorer.passes.split import InfeasibleMemoryLimit
+
+I32 = np.iinfo(np.int32)
+FLOAT_SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 100.0)
+INT_SPECIALS = (I32.min, I32.max, 0, -1)
+LIMITS = (None, None, None, 24 * 1024, 48 * 1024, 96 * 1024, 256 * 1024)
+DIMS = (1, 2, 3, 5, 8, 17, 32, 64)
+
+
+# ---------------------------------------------------------------- programs
+
+
+@dataclass
+class Program:
+    seed: int
+    source: str  # `def prog(x0, ...)`, using jnp, jax and lax
+    args: tuple[np.ndarray, ...]
+    memory_limit: int | None = None
+
+    def fn(self) -> Callable[..., Any]:
+        namespace: dict[str, Any] = {"jnp": jnp, "jax": jax, "lax": jax.lax}
+        exec(compile(self.source, f"<fuzz program {self.seed}>", "exec"), namespace)
+        return namespace["prog"]
+
+    def __str__(self) -> str:
+        """A reproducer: the source, then the arguments (small ones written out, larger ones
+        as `make_program(seed).args` with their special values listed)."""
+        lines = [f"# seed {self.seed}, memory_limit={self.memory_limit}", self.source.rstrip()]
+        for k, a in enumerate(self.args):
+            if a.size <= 8:
+                lines.append(f"x{k} = np.array({a.tolist()!r}, np.{a.dtype})")
+                continue
+            special = ~np.isfinite(a) | (a == 100) | (np.signbit(a) & (a == 0)) \
+                if a.dtype.kind == "f" else (a == I32.min) | (a == I32.max)
+            at = {tuple(int(i) for i in ix): a[tuple(ix)].item() for ix in np.argwhere(special)[:6]}
+            lines.append(f"x{k} = make_program({self.seed}).args[{k}]  # {a.dtype}{list(a.shape)}"
+                         + (f", special values {at}" if at else ""))
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class _Value:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # "f32" or "i32"
+
+
+class _Gen:
+    """Writes one program: a pool of values, each step reading some and adding one."""
+
+    def __init__(self, seed: int) -> None:
+        self.r = random.Random(seed)
+        self.np = np.random.default_rng(seed)
+        self.lines: list[str] = []
+        self.params: list[_Value] = []
+        self.args: list[np.ndarray] = []
+        self.pool: list[_Value] = []
+
+    def param(self, shape: tuple[int, ...], dtype: str) -> _Value:
+        v = _Value(f"x{len(self.params)}", shape, dtype)
+        self.params.append(v)
+        self.args.append(self.sample(shape, dtype))
+        return v
+
+    def sample(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        if dtype == "i32":
+            a = self.np.integers(-5, 6, size=shape).astype(np.int32)
+            specials: Sequence[Any] = INT_SPECIALS
+        else:
+            a = (self.np.standard_normal(shape) * self.r.choice((1.0, 1.0, 4.0))).astype(np.float32)
+            specials = FLOAT_SPECIALS
+        if a.size and self.r.random() < 0.4:
+            flat = a.reshape(-1)
+            for _ in range(self.r.randint(1, max(1, flat.size // 8))):
+                flat[self.r.randrange(flat.size)] = self.r.choice(specials)
+        return a
+
+    def emit(self, expr: str, shape: tuple[int, ...], dtype: str) -> _Value:
+        v = _Value(f"v{len(self.lines)}", shape, dtype)
+        self.lines.append(f"    {v.name} = {expr}")
+        self.pool.append(v)
+        return v
+
+    def pick(self, where: Callable[[_Value], bool] = lambda v: True) -> _Value | None:
+        options = [v for v in self.pool if where(v)]
+        return self.r.choice(options) if options else None
+
+    def dim(self) -> int:
+        return self.r.choice(DIMS)
+
+    # ------------------------------------------------------------ steps
+
+    def unary(self, x: _Value) -> _Value:
+        if x.dtype == "i32":
+            f = self.r.choice(("-{}", "jnp.abs({})", "{} * {}", "{} + 7", "jnp.maximum({}, 0)"))
+            return self.emit(f.format(x.name, x.name), x.shape, "i32")
+        f = self.r.choice(("jnp.exp({})", "jnp.log({})", "jnp.tanh({})", "jnp.sqrt({})",
+                           "jnp.abs({})", "-{}", "{} * {}", "jax.nn.sigmoid({})",
+                           "jnp.log(jnp.exp({}))", "jnp.floor({})", "jnp.sin({})",
+                           "jnp.expm1({})", "jnp.log1p({})", "jax.nn.relu({})"))
+        return self.emit(f.format(x.name, x.name), x.shape, "f32")
+
+    def binary(self, x: _Value) -> _Value:
+        ops = ("+", "-", "*", "max", "min") + (("/", "where") if x.dtype == "f32" else ())
+        op = self.r.choice(ops)
+        kind = self.r.choice(("same", "scalar", "row", "col", "keepdims"))
+        y = self.pick(lambda v: v.shape == x.shape and v.dtype == x.dtype and v != x)
+        if kind == "scalar" or (kind == "same" and y is None):
+            c = self.r.choice((0.0, -0.0, 1.0, 2.0, -3.0, 0.5) if x.dtype == "f32" else
+                              (0, 1, -1, 3, int(I32.max)))
+            rhs = f"jnp.{'float32' if x.dtype == 'f32' else 'int32'}({c!r})"
+        elif kind in ("row", "col") and len(x.shape) == 2:
+            axis = 1 if kind == "row" else 0
+            p = self.param((x.shape[axis],), x.dtype)
+            rhs = p.name if kind == "row" else f"{p.name}[:, None]"
+        elif kind == "keepdims" and x.shape:
+            axis = self.r.randrange(len(x.shape))
+            rhs = f"jnp.max({x.name}, axis={axis}, keepdims=True)"
+        else:
+            rhs = y.name if y is not None else self.param(x.shape, x.dtype).name
+        a, b = (x.name, rhs) if self.r.random() < 0.7 else (rhs, x.name)
+        if op in ("max", "min"):
+            expr = f"jnp.{op}imum({a}, {b})"
+        elif op == "where":
+            expr = f"jnp.where({a} > {b}, {a}, {b})"
+        else:
+            expr = f"{a} {op} {b}"
+        return self.emit(expr, x.shape, x.dtype)
+
+    def reduce(self, x: _Value) -> _Value | None:
+        if not x.shape:
+            return None
+        axis = self.r.randrange(len(x.shape))
+        op = self.r.choice(("sum", "max", "min", "mean") if x.dtype == "f32" else ("sum", "max"))
+        if op in ("max", "min") and len(x.shape) == 2 and x.shape[1] >= 64:
+            # XLA on CPU (JAX eager and jit alike) drops NaN from a max/min over the leading
+            # axis of an [n, 64+] array, where NumPy and our reference keep it: not ours to judge
+            axis = 1
+        keep = self.r.random() < 0.3
+        shape = tuple(1 if k == axis else d for k, d in enumerate(x.shape)) if keep else \
+            x.shape[:axis] + x.shape[axis + 1:]
+        return self.emit(f"jnp.{op}({x.name}, axis={axis}{', keepdims=True' if keep else ''})",
+                         shape, x.dtype)
+
+    def dot(self, x: _Value) -> _Value | None:
+        if x.dtype != "f32" or len(x.shape) not in (1, 2):
+            return None
+        k = x.shape[-1]
+        if self.r.random() < 0.5:
+            y = self.param((k,), "f32")
+            return self.emit(f"{x.name} @ {y.name}", x.shape[:-1], "f32")
+        m = self.dim()
+        if self.r.random() < 0.5:
+            y = self.param((m, k), "f32")
+            return self.emit(f"{x.name} @ {y.name}.T", (*x.shape[:-1], m), "f32")
+        y = self.param((k, m), "f32")
+        return self.emit(f"{x.name} @ {y.name}", (*x.shape[:-1], m), "f32")
+
+    def distance(self, x: _Value) -> _Value | None:
+        if x.dtype != "f32" or len(x.shape) != 2:
+            return None
+        y = x if self.r.random() < 0.3 else self.param((self.dim(), x.shape[1]), "f32")
+        d = f"jnp.sum(({x.name}[:, None, :] - {y.name}[None, :, :]) ** 2, -1)"
+        if self.r.random() < 0.4:
+            d = f"jnp.sqrt({d})"
+        return self.emit(d, (x.shape[0], y.shape[0]), "f32")
+
+    def softmax(self, x: _Value) -> _Value | None:
+        if x.dtype != "f32" or not x.shape:
+            return None
+        axis = self.r.randrange(len(x.shape))
+        if self.r.random() < 0.5:
+            return self.emit(f"jax.nn.softmax({x.name}, axis={axis})", x.shape, "f32")
+        return self.emit(f"jax.nn.logsumexp({x.name}, axis={axis})",
+                         x.shape[:axis] + x.shape[axis + 1:], "f32")
+
+    def argmax(self, x: _Value) -> _Value | None:
+        if not x.shape:
+            return None
+        axis = self.r.randrange(len(x.shape))
+        op = self.r.choice(("argmax", "argmin"))
+        return self.emit(f"jnp.{op}({x.name}, axis={axis})", x.shape[:axis] + x.shape[axis + 1:],
+                         "i32")
+
+    def top_k(self, x: _Value) -> _Value | None:
+        if not x.shape:
+            return None
+        k = self.r.randint(1, min(4, x.shape[-1]))
+        which = self.r.randrange(2)
+        return self.emit(f"lax.top_k({x.name}, {k})[{which}]", (*x.shape[:-1], k),
+                         "f32" if which == 0 and x.dtype == "f32" else "i32"
+                         if which == 1 else x.dtype)
+
+    def convert(self, x: _Value) -> _Value:
+        if x.dtype == "f32":
+            return self.emit(f"{x.name}.astype(jnp.int32)", x.shape, "i32")
+        return self.emit(f"{x.name}.astype(jnp.float32)", x.shape, "f32")
+
+    STEPS = ("unary", "unary", "binary", "binary", "reduce", "dot", "distance", "softmax",
+             "argmax", "top_k", "convert")
+
+    def program(self, seed: int) -> Program:
+        for _ in range(self.r.randint(1, 2)):
+            rank = self.r.choice((0, 1, 2, 2, 2))
+            dtype = "i32" if self.r.random() < 0.15 else "f32"
+            v = self.param(tuple(self.dim() for _ in range(rank)), dtype)
+            self.pool.append(v)
+        for _ in range(self.r.randint(1, 6)):
+            x = self.r.choice(self.pool)
+            getattr(self, self.r.choice(self.STEPS))(x)
+        made = [v for v in self.pool if v not in self.params] or self.pool
+        outs = [made[-1]] + ([self.r.choice(made[:-1])] if len(made) > 1 and
+                             self.r.random() < 0.3 else [])
+        ret = ", ".join(v.name for v in outs) + ("," if len(outs) == 1 else "")
+        lines = [f"def prog({', '.join(p.name for p in self.params)}):", *self.lines,
+                 f"    return ({ret})"]
+        source = "\n".join(lines) + "\n"
+        return Program(seed, source, tuple(self.args), self.r.choice(LIMITS))
+
+
+def make_program(seed: int) -> Program:
+    """The random program of `seed` (the same on every machine)."""
+    return _Gen(seed).program(seed)
+
+
+# ---------------------------------------------------------------- comparing
+
+
+def mismatch(got: Sequence[Any], want: Sequence[Any]) -> str:
+    """Why `got` differs from `want` (JAX eager), or "" when it agrees: shapes and dtypes
+    equal, NaN and +-inf at the same places, finite floats within measure.TOLERANCE of the
+    output's magnitude, everything else exact."""
+    if len(got) != len(want):
+        return f"{len(got)} outputs, want {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {k}: {g.dtype}{list(g.shape)}, want {w.dtype}{list(w.shape)}"
+        tol = TOLERANCE.get(dtypes.from_numpy(w.dtype))
+        if tol is None:
+            bad = g != w
+        else:
+            g64, w64 = g.astype(np.float64), w.astype(np.float64)
+            finite = np.isfinite(w64)
+            scale = max(1.0, float(np.max(np.abs(w64[finite]), initial=0.0)))
+            close = np.abs(g64 - w64) <= tol * scale
+            bad = ~np.where(finite, close & np.isfinite(g64),
+                            (np.isnan(g64) & np.isnan(w64)) | (g64 == w64))
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            return (f"output {k}: {int(bad.sum())} of {w.size} differ; at {list(at)} got "
+                    f"{g[at]!r}, want {w[at]!r}")
+    return ""
+
+
+# ---------------------------------------------------------------- checking
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "mismatch" or "crash"
+    backend: str  # a backend name, or "explore", "roundtrip", "jax-eager", "hlo"
+    stage: str
+    message: str
+    program: str  # the reproducer
+
+    def report(self) -> str:
+        return (f"{self.kind} on {self.backend} at stage {self.stage}: {self.message}\n"
+                f"{self.program}")
+
+
+# Defects the fuzz finds that are known and open: reported in the summary and by `make fuzz`,
+# but they do not fail `make test`; any other finding does. Remove an entry once it is fixed.
+KNOWN_OPEN: dict[str, Callable[[Finding], bool]] = {
+    # the quadratic form is not exact at zero, and turns inf - inf into NaN
+    "euclidean-distance rewrite at zero / with non-finite inputs": lambda f: (
+        f.kind == "mismatch" and f.stage != "traced" and "[:, None, :] -" in f.program),
+    # the planner does not yet bound what the reference measures on every program
+    "measured peak over memory_limit": lambda f: f.message.startswith("measured peak"),
+    # NaN to int32: JAX eager and jit disagree (INT_MIN against 0); we follow jit/XLA
+    "float to int32 of NaN": lambda f: (f.kind == "mismatch" and "astype(jnp.int32)" in f.program
+                                        and "nan" in f.program.lower()),
+}
+
+
+def known_open(f: Finding) -> str | None:
+    return next((name for name, match in KNOWN_OPEN.items() if match(f)), None)
+
+
+def _leaves(x: Any) -> list[np.ndarray]:
+    return [np.asarray(v) for v in jax.tree_util.tree_leaves(x)]
+
+
+def _distinct_stages(tr: gx.Trace) -> list[gx.Stage]:
+    out: list[gx.Stage] = []
+    for s in tr.stages:
+        if not out or s.graph != out[-1].graph:
+            out.append(s)
+    return out
+
+
+def _roundtrip(g: gx.Graph) -> gx.Graph:
+    back = gx.parse(str(g))
+    gx.verify(back)
+    if back != g:
+        raise AssertionError("parse(str(graph)) differs from the graph")
+    return back
+
+
+def _explore(fn: Callable[..., Any], args: Sequence[np.ndarray],
+             limit: int | None) -> tuple[gx.Trace, int | None]:
+    try:
+        return gx.explore(fn, *args, memory_limit=limit), limit
+    except InfeasibleMemoryLimit as e:
+        if limit is None or e.needed <= limit:
+            raise AssertionError(f"infeasible limit {limit} names {e.needed}, not more") from e
+        return gx.explore(fn, *args, memory_limit=e.needed), e.needed
+
+
+def check_program(prog: Program, backends: Sequence[str] | None = None,
+                  every_stage: bool = False) -> list[Finding]:
+    """Every finding of one program (an empty list when all agree)."""
+    backends = registry.available() if backends is None else backends
+    text = str(prog)
+    found: list[Finding] = []
+
+    def note(kind: str, backend: str, stage: str, message: str) -> None:
+        found.append(Finding(kind, backend, stage, message, text))
+
+    fn = prog.fn()
+    try:
+        want = _leaves(fn(*prog.args))
+    except Exception as e:  # the generator wrote something JAX rejects: a fuzz bug
+        note("crash", "jax-eager", "-", f"{type(e).__name__}: {e}")
+        return found
+    try:
+        tr, limit = _explore(fn, prog.args, prog.memory_limit)
+    except Exception as e:
+        note("crash", "explore", "-", f"{type(e).__name__}: {e}")
+        return found
+    stages = _distinct_stages(tr)
+    ends = {id(stages[0]), id(stages[-1])}
+    for s in stages:
+        try:
+            g = _roundtrip(s.graph)
+        except Exception as e:
+            note("crash", "roundtrip", s.name, f"{type(e).__name__}: {e}")
+            continue
+        for b in backends:
+            if b != "reference" and not every_stage and id(s) not in ends:
+                continue
+            try:
+                r = registry.run_graph(g, list(prog.args), b, tr.options)
+            except Exception as e:
+                note("crash", b, s.name, f"{type(e).__name__}: {str(e)[:400]}")
+                continue
+            why = mismatch(r.outputs, want)
+            if why and not any(f.backend == b for f in found):  # the first stage it shows at
+                note("mismatch", b, s.name, why)
+            elif limit is not None and b == "reference" and s is stages[-1] \
+                    and r.peak_bytes > limit:
+                note("mismatch", b, s.name, f"measured peak {r.peak_bytes} > limit {limit}")
+    return found
+
+
+def check_hlo(text: str, backends: Sequence[str] | None = None, seed: int = 0,
+              name: str = "") -> list[Finding]:
+    """A (mutated) HLO dump: it imports or raises ParseError; what imports runs through the
+    default pipeline, and its final stage agrees with the traced graph on every backend
+    where the reference interpreter can run the imported graph."""
+    from tests.passes.semantic import random_args
+
+    backends = registry.available() if backends is None else backends
+    found: list[Finding] = []
+    program = f"# HLO {name}\n{text[:1500]}\n"
+
+    def note(kind: str, backend: str, stage: str, message: str) -> None:
+        found.append(Finding(kind, backend, stage, message, program))
+
+    try:
+        g = gx.from_hlo(text)
+    except gx.ParseError:
+        return found
+    except Exception as e:
+        note("crash", "hlo", "import", f"{type(e).__name__}: {e}")
+        return found
+    try:
+        _roundtrip(g)
+        args = random_args(g, np.random.default_rng(seed))
+        want = registry.run_graph(g, args, "reference").outputs
+    except Exception:  # opaque ops, tuple parameters: nothing to compare against
+        return found
+    try:
+        final = run_pipeline(g, resolve(gx.passes.DEFAULT_PIPELINE), check=True)
+        final = _roundtrip(final)
+    except Exception as e:
+        note("crash", "hlo", "pipeline", f"{type(e).__name__}: {e}")
+        return found
+    for b in backends:
+        for name, graph in (("imported", g), ("final", final)):
+            try:
+                got = registry.run_graph(graph, args, b).outputs
+            except OpError:  # an op this backend documents it cannot run (tuple on jax)
+                continue
+            except Exception as e:
+                note("crash", b, f"hlo {name}", f"{type(e).__name__}: {str(e)[:400]}")
+                continue
+            why = mismatch(got, want)
+            if why:
+                note("mismatch", b, f"hlo {name}", why)
+    return found
+
+
+# ---------------------------------------------------------------- batches
+
+
+def rss_bytes() -> int:
+    """Resident memory now (Linux /proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass
+class Summary:
+    programs: int = 0
+    hlo_cases: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    peak_rss_start: int = 0
+    peak_rss_end: int = 0
+    seconds: float = 0.0
+
+    def unknown(self) -> list[Finding]:
+        """Findings that are not a known open defect (KNOWN_OPEN): these fail the test."""
+        return [f for f in self.findings if known_open(f) is None]
+
+    @property
+    def crashes(self) -> int:
+        return sum(f.kind == "crash" for f in self.findings)
+
+    def mismatches(self) -> Counter[str]:
+        return Counter(f.backend for f in self.findings if f.kind == "mismatch")
+
+    def line(self) -> str:
+        by = self.mismatches()
+        names = dict.fromkeys([*registry.available(), *by])
+        mm = ", ".join(f"{b} {by.get(b, 0)}" for b in names)
+        return (f"fuzz: {self.programs} programs, {self.hlo_cases} HLO mutations; "
+                f"mismatches by backend: {mm}; crashes {self.crashes}; "
+                f"{len(self.findings) - len(self.unknown())} of the findings known open; peak RSS "
+                f"{self.peak_rss_start / 2**20:.0f} MiB at start, "
+                f"{self.peak_rss_end / 2**20:.0f} MiB at end; {self.seconds:.0f} s")
+
+    def report(self, limit: int = 40) -> str:
+        """The summary line, then the first finding of each distinct (kind, backend, stage,
+        message head), up to `limit` of them."""
+        seen: dict[tuple[str, str, str, str], Finding] = {}
+        counts: Counter[tuple[str, str, str, str]] = Counter()
+        for f in sorted(self.findings, key=lambda f: f.kind != "crash"):  # crashes first
+            key = (f.kind, f.backend, f.stage, f.message.split(";")[0][:60])
+            seen.setdefault(key, f)
+            counts[key] += 1
+        parts = [self.line()]
+        for key, f in list(seen.items())[:limit]:
+            known = known_open(f)
+            parts.append(f"--- {counts[key]} x" + (f" (known open: {known})" if known else "")
+                         + f"\n{f.report()}")
+        return "\n".join(parts)
+
+
+def hlo_cases(n: int, seed: int = 8) -> Iterable[str]:
+    from tests.hlo.test_fuzz import _cases
+
+    return _cases(n, seed)
+
+
+# JAX eager keeps one executable per primitive and shape in caches of its own (3 to 7 MiB a
+# random program); the harness, the only eager caller here, empties them this often.
+CLEAR_JAX_EVERY = 20
+
+
+def fuzz(programs: int, first_seed: int = 0, hlo: int = 0, every_stage: bool = False,
+         progress: Callable[[int, Summary], None] | None = None) -> Summary:
+    """`programs` random programs from `first_seed` on, and `hlo` mutated HLO dumps."""
+    s = Summary(peak_rss_start=peak_rss_bytes())
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # overflow and invalid-value warnings are the point
+        for k in range(programs):
+            s.findings += check_program(make_program(first_seed + k), every_stage=every_stage)
+            s.programs += 1
+            if (k + 1) % CLEAR_JAX_EVERY == 0:
+                jax.clear_caches()
+            if progress:
+                progress(k, s)
+        for k, text in enumerate(hlo_cases(hlo, seed=first_seed + 8)):
+            s.findings += check_hlo(text, name=f"case {k} of hlo_cases({hlo}, "
+                                               f"seed={first_seed + 8})")
+            s.hlo_cases += 1
+            if (k + 1) % (5 * CLEAR_JAX_EVERY) == 0:
+                jax.clear_caches()
+    s.peak_rss_end, s.seconds = peak_rss_bytes(), time.perf_counter() - t0
+    return s
+
+
+def main(argv: Sequence[str]) -> int:
+    n = int(argv[0]) if argv else 10_000
+    first = int(argv[1]) if len(argv) > 1 else 0
+
+    def progress(k: int, s: Summary) -> None:
+        if (k + 1) % 100 == 0:
+            print(f"  {k + 1} programs, {len(s.findings)} findings, RSS "
+                  f"{rss_bytes() / 2**20:.0f} MiB", flush=True)
+
+    s = fuzz(n, first, hlo=n // 10, every_stage=True, progress=progress)
+    print(s.report(), flush=True)
+    return 1 if s.findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
