@@ -172,14 +172,10 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (kind(a) == kind(b)) & (~np.isfinite(a) | np.isclose(a, b, rtol=2e-5, atol=0))
 
 
-# CuPy compiles every kernel with -ftz=true (options cannot undo it), and gpu.py builds them
-# with NVRTC's default --fmad=true: the GPU is checked on normal values, its fma case marked.
-GPU_FMA = pytest.mark.xfail(strict=True, reason="gpu.py compiles without --fmad=false")
-
-
+# CuPy compiles every kernel with -ftz=true (options cannot undo it): the GPU is checked on
+# normal values. gpu.py builds with --fmad=false, so the fma case holds there too.
 @pytest.mark.parametrize("backend, name", [
-    pytest.param(b, n, marks=GPU_FMA if (b, n) == ("gpu", FMA) else ())
-    for b in KERNEL_BACKENDS for n in SPECIAL_PROGRAMS])
+    (b, n) for b in KERNEL_BACKENDS for n in SPECIAL_PROGRAMS])
 def test_kernels_agree_where_reference_and_jax_agree(backend: str, name: str) -> None:
     f = SPECIAL_PROGRAMS[name]
     fn = lambda x, y: f(x, y) * 1.0  # noqa: E731

@@ -58,14 +58,20 @@ def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
     return _cp().broadcast_to(x.reshape(target), shape)
 
 
+# No fused multiply-add contraction: x*x - y must round twice, as the reference and JAX do
+# (CuPy's own -ftz=true still flushes subnormals; options cannot undo it).
+NVRTC_OPTIONS = ("--fmad=false",)
+
+
 def _build(code: GpuKernelCode) -> Any:
     cp = _cp()
     if code.kind == "elementwise":
         return cp.ElementwiseKernel(code.in_params, code.out_params, code.operation, code.name,
-                                    preamble=code.preamble)
+                                    preamble=code.preamble, options=NVRTC_OPTIONS)
     return cp.ReductionKernel(code.in_params, code.out_params, code.map_expr, code.reduce_expr,
                               code.post_map_expr, code.identity, code.name,
-                              reduce_type=code.reduce_type, preamble=code.preamble)
+                              reduce_type=code.reduce_type, preamble=code.preamble,
+                              options=NVRTC_OPTIONS)
 
 
 @dataclass
