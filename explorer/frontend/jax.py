@@ -34,6 +34,23 @@ _IDENTITY = {"stop_gradient", "optimization_barrier", "reduce_precision"}
 _RENAME = {"copy_p": "copy"}
 
 
+# Primitives translated by a handler of their own (control flow, random keys, indexing forms):
+# name -> handler(b, eqn, ins, source) -> one node id per `eqn.outvars`. Handler modules
+# register themselves with `handles` and are imported at the end of this module.
+Handler = Callable[[GraphBuilder, Any, list[int], "Source | None"], list[int]]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handles(*names: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for name in names:
+            assert name not in HANDLERS, name
+            HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
 class TraceError(ValueError):
     """The function could not be traced into the IR; says why and where in the user's code."""
 
@@ -104,6 +121,12 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
             for o, v in zip(eqn.outvars, inner.outvars):
                 env[o] = _read(b, sub_env, v, source)
             continue
+        if name in HANDLERS:
+            outs = HANDLERS[name](b, eqn, ins, source)
+            for o, nid in zip(eqn.outvars, outs, strict=True):
+                _check_type(o, b.type_of(nid), name, source)
+                env[o] = nid
+            continue
         op = _RENAME.get(name, name)
         if op not in OPS or OPS[op].sample is None:  # accept only rows checked against JAX
             raise _unsupported(eqn, name, source)
@@ -120,6 +143,22 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
             for k, o in enumerate(eqn.outvars):
                 env[o] = b.add("get_tuple_element", [nid], {"index": k}, source)
                 _check_type(o, b.type_of(env[o]), name, source)
+
+
+def jaxpr_to_graph(closed: Any, name: str, outer: Source | None = None) -> Graph:
+    """A (closed) sub-jaxpr as a Graph of its own: a region's body. Its parameters are the
+    jaxpr's inputs in order, its outputs the jaxpr's outputs; `outer` is the source of
+    equations that have no user frame of their own."""
+    inner = getattr(closed, "jaxpr", closed)
+    consts = getattr(closed, "consts", ())
+    b = GraphBuilder(name=_sanitize(name))
+    env: dict[Any, int] = {}
+    for k, var in enumerate(inner.invars):
+        env[var] = b.param(_aval_type(var.aval), f"arg{k}")
+    for var, c in zip(inner.constvars, consts):
+        env[var] = b.constant(np.asarray(c), source=outer)
+    _emit(b, inner, env, outer)
+    return b.build([_read(b, env, v, outer) for v in inner.outvars])
 
 
 def _read(b: GraphBuilder, env: dict[Any, int], v: Any, source: Source | None = None) -> int:

@@ -61,12 +61,17 @@ Type = TensorType | TupleType
 
 @dataclass(frozen=True)
 class Source:
-    """Where a node came from in the user's code. `file` is a notebook cell as "In[3]"."""
+    """Where a node came from in the user's code. `file` is a notebook cell as "In[3]".
+
+    `scope` is the named scope the node sits in, outermost first and "/"-separated: the jitted
+    helpers, equinox/flax module calls and `jax.named_scope`s around it ("block/attention").
+    It is metadata, like the line: passes carry it with the source, the view groups by it."""
 
     file: str
     line: int
     function: str = ""
     text: str = field(default="", compare=False)
+    scope: str = ""
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"

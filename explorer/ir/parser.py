@@ -144,8 +144,9 @@ def _node(t: _Tokens) -> Node:
         line = int(t.expect_kind("num", "a line number"))
         t.expect(",")
         func = json.loads(t.expect_kind("str", "a function name string"))
+        scope = json.loads(t.expect_kind("str", "a scope string")) if t.accept(",") else ""
         t.expect(")")
-        source = Source(file, line, func)
+        source = Source(file, line, func, scope=scope)
     return Node(nid, op, tuple(inputs), Attrs(attrs), typ, source)
 
 

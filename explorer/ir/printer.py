@@ -74,7 +74,8 @@ def format_node(n: Node, indent: str = "  ") -> str:
         text += " {" + ", ".join(f"{k}={format_value(v, indent)}" for k, v in n.attrs.items()) + "}"
     if n.source is not None:
         s = n.source
-        text += f" loc({json.dumps(s.file)}, {s.line}, {json.dumps(s.function)})"
+        scope = f", {json.dumps(s.scope)}" if s.scope else ""
+        text += f" loc({json.dumps(s.file)}, {s.line}, {json.dumps(s.function)}{scope})"
     return text
 
 
