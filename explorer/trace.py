@@ -14,7 +14,7 @@ from .analysis.cost import Cost, graph_cost
 from .analysis.memory import MemoryPlan, plan
 from .backends import reference, registry
 from .backends.result import RunResult
-from .frontend.jax import Traced, trace
+from .frontend.jax import Traced, leaf_array, trace
 from .ir.graph import Graph
 from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
@@ -95,7 +95,7 @@ class Trace:
             raise reference.ArgumentError(
                 f"{self.name} was traced with arguments shaped like {self.traced.in_tree}, "
                 f"got {tree}")
-        return [np.asarray(x) for x in leaves]
+        return [leaf_array(x) for x in leaves]
 
     def run(self, *args: Any, backend: str | None = None, stage: int | str = -1) -> RunResult:
         """Run one stage on `args` (default: the traced example arguments) on a registered

@@ -71,11 +71,19 @@ def _reshape_axis(src: tuple[int, ...], dst: tuple[int, ...], axis: int) -> int 
     return None
 
 
+def _row_axes(g: Graph, n: Node) -> dict[int, tuple[int | None, ...]]:
+    """The row's own axis rule (OpDef.split_axes) for `n`."""
+    return OPS[n.op].split_axes([g[i].type for i in n.inputs], n.type, n.attrs)  # type: ignore[misc, arg-type]
+
+
 def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
     """`n` computes chunks along result axis `axis`: which operand axes does it read?"""
     kind, a = OPS[n.op].kind, n.attrs
     if OPS[n.op].split == Split.NONE:
         return None
+    if OPS[n.op].split_axes is not None:
+        operands = _row_axes(g, n).get(axis)
+        return None if operands is None else Step(axis, operands)
     if kind == OpKind.ELEMENTWISE or n.op in ("concatenate", "sort", "get_tuple_element"):
         if n.op == "concatenate" and a["dimension"] == axis:
             return None
@@ -100,7 +108,7 @@ def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
         full = (a["start_indices"][axis] == 0 and a["limit_indices"][axis] == size
                 and (a.get("strides") or (1,) * 99)[axis] == 1)
         return Step(axis, (axis,)) if full else None
-    if n.op in ("cumsum", "cumprod", "cummax", "cummin"):
+    if n.op in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
         return None if a["axis"] == axis else Step(axis, (axis,))
     if n.op == "top_k":
         return None if a.get("axis", _rank(g, n.inputs[0]) - 1) == axis else Step(axis, (axis,))
@@ -128,6 +136,9 @@ def step_from_operand(g: Graph, n: Node, pos: int, axis: int, size: int) -> Step
         if axis in a["axes"]:
             return Step(None, (axis,))
         return Step(axis - sum(1 for r in a["axes"] if r < axis), (axis,))
+    if row.split_axes is not None:
+        found = [r for r, ops in _row_axes(g, n).items() if ops[pos] == axis]
+        return Step(found[0], _row_axes(g, n)[found[0]]) if found else None
     if row.split == Split.TOP_K:
         if a.get("axis", _rank(g, n.inputs[0]) - 1) == axis:
             return Step(None, (axis,))

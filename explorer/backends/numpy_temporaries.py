@@ -76,9 +76,76 @@ def _ufunc_buffers(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
 
 def _elementwise_extra(g: Graph, n: Node) -> int:
     """The transient results of elementwise references that take more than one NumPy call."""
+    t = n.type
+    assert isinstance(t, TensorType)
     if n.op in ("rsqrt", "clamp", "round") or (n.op == "integer_pow" and n.attrs["y"] < 0):
-        return 2 * n.type.nbytes  # type: ignore[union-attr]
+        return 2 * t.nbytes
+    if n.op in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+        return 2 * t.nbytes  # masks and clamped shift amounts
+    if n.op in ("population_count", "bitcast_convert_type"):
+        return t.nbytes  # an unsigned view's count / a contiguous copy
+    if n.op == "pow" and dtypes.is_int(g[n.inputs[1]].type.dtype):  # type: ignore[union-attr]
+        return 16 * t.size  # float64 exponent and result
     return 0
+
+
+def _window_bytes(x: TensorType, a: Mapping, axes: range | None = None) -> int:
+    """The padded, base-dilated copy of `x` that ops_window.windows makes."""
+    axes = axes if axes is not None else range(x.rank)
+    base = a.get("base_dilation") or a.get("lhs_dilation") or (1,) * len(axes)
+    size = x.size
+    for k, d in enumerate(axes):
+        lo, hi = a["padding"][k]
+        grown = (x.shape[d] - 1) * base[k] + 1 + max(lo, 0) + max(hi, 0) if x.shape[d] else 0
+        size = size // max(x.shape[d], 1) * grown
+    return size * dtypes.itemsize(x.dtype)
+
+
+def _model_op_bytes(g: Graph, n: Node) -> int | None:
+    """The rows of ir/ops_indexing, ops_conv, ops_window, ops_random and ops_linalg, measured
+    on large inputs (bench-sized embedding lookups, convs, pools, key draws, batched
+    decompositions) with headroom; None for other ops."""
+    ins = [g[i].type for i in n.inputs]
+    out = n.type
+    op, a = n.op, n.attrs
+    if op == "gather":  # int64 starts; the flat window positions (int64, result-sized, and
+        # the ufunc's buffers broadcasting starts against offsets); the fill mask and select
+        idx, x = ins[1], ins[0]
+        return 24 * out.size + out.nbytes + 16 * idx.size * x.rank  # type: ignore[union-attr]
+    if op.startswith("scatter"):  # the same flat positions over the updates; their copies
+        x, idx, upd = ins
+        return 24 * upd.size + 2 * upd.nbytes + 16 * idx.size * x.rank  # type: ignore[union-attr]
+    if op == "conv_general_dilated":  # padded lhs, dilated kernel, im2col windows (twice)
+        lhs, rhs = ins
+        ls, rs, os_ = a["dimension_numbers"]
+        cols = lhs.shape[ls[0]] * lhs.shape[ls[1]]  # type: ignore[union-attr]
+        for d in rs[2:]:
+            cols *= rhs.shape[d]  # type: ignore[union-attr]
+        for d in os_[2:]:
+            cols *= out.shape[d]  # type: ignore[union-attr]
+        item = dtypes.itemsize(out.dtype)  # type: ignore[union-attr]
+        dilation = max(1, *(a.get("rhs_dilation") or (1,)))
+        return (2 * cols * item + _window_bytes(lhs, a, range(2, lhs.rank))  # type: ignore[arg-type]
+                + 2 * rhs.nbytes * dilation ** (rhs.rank - 2) + 2 * out.nbytes)
+    if op.startswith("reduce_window"):
+        return _window_bytes(ins[0], a) + 2 * out.nbytes  # type: ignore[arg-type, union-attr]
+    if op in ("select_and_scatter_add", "select_and_gather_add"):
+        operand = ins[1]
+        padded = _window_bytes(operand, a) // dtypes.itemsize(operand.dtype)  # type: ignore[arg-type, union-attr]
+        windows = ins[0].size if op == "select_and_scatter_add" else out.size  # type: ignore[union-attr]
+        size = 1
+        for w in a["window_dimensions"]:
+            size *= w
+        # int64 positions, padded values and accumulator; each window's values and positions
+        # copied flat; the int64 argmax and chosen positions
+        return 20 * padded + windows * (12 * size + 24)
+    if op in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"):
+        return 2 * out.nbytes + ins[0].nbytes  # per-matrix copies, then the stacked results
+    if op == "threefry2x32":
+        return 2 * out.nbytes  # the broadcast copies and cipher state
+    if op in ("random_bits", "random_split", "random_fold_in", "random_seed"):
+        return 32 * _size(out)  # uint64 counters, cipher state, the per-key list, the stack
+    return None
 
 
 def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
@@ -103,8 +170,11 @@ def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
         extra = _ufunc_buffers(g, n, contiguous)
         if extra:
             return extra + _elementwise_extra(g, n)
-    if op in ("rsqrt", "clamp", "round") or (op == "integer_pow" and n.attrs["y"] < 0):
-        return 2 * n.type.nbytes  # type: ignore[union-attr]
+    if OPS[op].kind == "elementwise" and isinstance(n.type, TensorType) and _elementwise_extra(g, n):
+        return _elementwise_extra(g, n)
+    model = _model_op_bytes(g, n)
+    if model is not None:
+        return model
     if op == "convert_element_type":
         src = ins[0]
         assert isinstance(src, TensorType)

@@ -37,7 +37,7 @@ _RENAME = {"copy_p": "copy"}
 # Primitives translated by a handler of their own (control flow, random keys, indexing forms):
 # name -> handler(b, eqn, ins, source) -> one node id per `eqn.outvars`. Handler modules
 # register themselves with `handles` and are imported at the end of this module.
-Handler = Callable[[GraphBuilder, Any, list[int], "Source | None"], list[int]]
+Handler = Callable[[GraphBuilder, Any, list[int], "Source | None"], "list[int] | None"]
 HANDLERS: dict[str, Handler] = {}
 
 
@@ -91,7 +91,7 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
     for var, name in zip(closed.jaxpr.invars, names):
         env[var] = b.param(_aval_type(var.aval), name)
     for var, const in zip(closed.jaxpr.constvars, closed.consts):
-        env[var] = b.constant(np.asarray(const))
+        env[var] = b.constant(leaf_array(const))
     _emit(b, closed.jaxpr, env)
     outputs = [_read(b, env, v) for v in closed.jaxpr.outvars]
     return Traced(b.build(outputs), in_tree, out_tree, tuple(names), fn_name)
@@ -116,13 +116,13 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
             consts = getattr(sub, "consts", ())
             sub_env: dict[Any, int] = dict(zip(inner.invars, ins))
             for var, c in zip(inner.constvars, consts):
-                sub_env[var] = b.constant(np.asarray(c), source=source)
+                sub_env[var] = b.constant(leaf_array(c), source=source)
             _emit(b, inner, sub_env, source)
             for o, v in zip(eqn.outvars, inner.outvars):
                 env[o] = _read(b, sub_env, v, source)
             continue
-        if name in HANDLERS:
-            outs = HANDLERS[name](b, eqn, ins, source)
+        outs = HANDLERS[name](b, eqn, ins, source) if name in HANDLERS else None
+        if outs is not None:  # a handler returns None to leave an equation to its row
             for o, nid in zip(eqn.outvars, outs, strict=True):
                 _check_type(o, b.type_of(nid), name, source)
                 env[o] = nid
@@ -156,7 +156,7 @@ def jaxpr_to_graph(closed: Any, name: str, outer: Source | None = None) -> Graph
     for k, var in enumerate(inner.invars):
         env[var] = b.param(_aval_type(var.aval), f"arg{k}")
     for var, c in zip(inner.constvars, consts):
-        env[var] = b.constant(np.asarray(c), source=outer)
+        env[var] = b.constant(leaf_array(c), source=outer)
     _emit(b, inner, env, outer)
     return b.build([_read(b, env, v, outer) for v in inner.outvars])
 
@@ -174,7 +174,19 @@ def _check_type(var: Any, typ: Any, prim: str, source: Source | None) -> None:
 
 
 def _aval_type(aval: Any) -> TensorType:
+    if is_key(aval):  # a typed PRNG key is its key data (ir/ops_random.py)
+        return TensorType((*aval.shape, *aval.dtype._impl.key_shape), "u32")
     return TensorType(tuple(aval.shape), dtypes.from_numpy(aval.dtype))
+
+
+def leaf_array(x: Any) -> np.ndarray:
+    """An argument or constant as the array our IR holds: a typed key array as its key data."""
+    return np.asarray(jax.random.key_data(x) if is_key(x) else x)
+
+
+def is_key(aval: Any) -> bool:
+    """Whether an abstract value is an array of typed PRNG keys (`jax.random.key`)."""
+    return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
 
 
 def _convert(v: Any) -> Any:
@@ -284,3 +296,8 @@ def _arg_names(fn: Callable[..., Any], leaves: Sequence[tuple[Any, Any]]) -> lis
 def _sanitize(name: str) -> str:
     clean = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
     return clean if clean and (clean[0].isalpha() or clean[0] == "_") else f"f_{clean}"
+
+
+# Handlers for primitives with JAX-object params (indexing, pooling gradients) and for PRNG
+# keys; they register themselves with `handles`.
+from . import jax_params, jax_random  # noqa: E402, F401

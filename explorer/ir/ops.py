@@ -45,6 +45,7 @@ from .traits import (
 Ref = Callable[..., Any]
 Infer = Callable[[Sequence[TensorType], Attrs], Type]
 Flops = Callable[[Sequence[TensorType], Type, Attrs], int]
+SplitAxes = Callable[[Sequence[TensorType], Type, Attrs], dict[int, tuple[int | None, ...]]]
 
 
 class OpError(TypeError):
@@ -68,6 +69,9 @@ class OpDef:
     # contraction (add), argmax/argmin's values (max/min; their indices follow).
     monoid: Monoid | None = None
     split: Split = Split.NONE  # what the split planner may do with it
+    # For a MAP op whose axis rule the row states itself (gather, conv, windows): (input
+    # types, result type, attrs) -> {result axis: per-operand axis (None: passed whole)}.
+    split_axes: SplitAxes | None = None
     fuse: Fuse = Fuse.NONE  # what the fuse pass may do with it
     # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
     # elementwise row addresses every dialect.
@@ -380,9 +384,33 @@ _binary("div", _int_div, sample=_nonzero_sample("f32"), expr=by_dtype("_idiv({0}
         hlo="divide")
 _binary("rem", _rem, sample=_nonzero_sample("i32"), numba=by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
         cuda=by_dtype("_irem({0}, {1})", "fmod({0}, {1})"), hlo="remainder")
-_binary("pow", np.power, 8, require=_is_float, what="floating-point",
-        sample=lambda rng: ([_rand(rng, (3, 4), low=0.1, high=3), _rand(rng, (3, 4))], {}),
-        numba="np.power", cuda="pow", hlo="power")
+def _pow_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """lax.pow: a float base to a float exponent of its type, or to any integer exponent (an
+    optax step count)."""
+    x, y = ts
+    if dtypes.is_int(y.dtype):
+        y = TensorType(y.shape, x.dtype)
+    t = _same("pow", [x, y])
+    if not _is_float(t.dtype):
+        raise OpError(f"pow: operand element type {t.dtype} is not floating-point")
+    return t
+
+
+def _pow_ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if np.issubdtype(y.dtype, np.integer):  # repeated squaring, as lax.pow does: exact powers
+        return np.power(x, y.astype(np.float64)).astype(x.dtype)
+    return np.power(x, y)
+
+
+def _pow_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    base = _rand(rng, (3, 4), low=0.1, high=3)
+    if rng.integers(2):
+        return [base, rng.integers(-4, 6, size=(3, 4)).astype(np.int32)], {}
+    return [base, _rand(rng, (3, 4))], {}
+
+
+_pointwise("pow", 2, (), _pow_infer, _pow_ref, _per_element(8), _lax("pow"), _pow_sample,
+           numba="np.power", cuda="pow", hlo="power")
 _binary("max", np.maximum, expr="_max", hlo="maximum")
 _binary("min", np.minimum, expr="_min", hlo="minimum")
 _binary("atan2", np.arctan2, 8, require=_is_float, what="floating-point", numba="np.arctan2",
@@ -448,7 +476,9 @@ def _c_select(a: list[str], n: Any) -> str:
 
 
 _pointwise("select_n", None, (), _select_infer, _select_ref, _per_element(1), _lax("select_n"),
-           lambda rng: ([_rand(rng, (3, 4), "pred"), _rand(rng, (3, 4)), _rand(rng, (3, 4))], {}),
+           lambda rng: ([_rand(rng, (3, 4), "pred"), _rand(rng, (3, 4)), _rand(rng, (3, 4))], {})
+           if rng.integers(2) else ([rng.integers(0, 3, size=(3, 4)).astype(np.int32),
+                                     *(_rand(rng, (3, 4)) for _ in range(3))], {}),
            numba=_numba_select, cuda=_c_select)
 
 
@@ -1010,6 +1040,7 @@ _cumulative("cumsum", np.cumsum)
 _cumulative("cumprod", np.cumprod)
 _cumulative("cummax", np.maximum.accumulate)
 _cumulative("cummin", np.minimum.accumulate)
+_cumulative("cumlogsumexp", np.logaddexp.accumulate)
 
 
 # ---------------------------------------------------------------- sort / top_k
@@ -1118,6 +1149,8 @@ def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
 
 # The rows of region ops and of imported HLO, registered by their modules (which read the
 # helpers above), and the names other modules import from here.
+# First-class rows of what real models emit, one module per family.
+from . import ops_conv, ops_indexing, ops_linalg, ops_random, ops_window  # noqa: E402, F401
 from .hlo_rows import TUPLE_OPERANDS, type_from_text  # noqa: E402
 from .region_ops import (  # noqa: E402
     LOOP_ACCUMULATE,

@@ -1,0 +1,117 @@
+"""Handlers for JAX's PRNG primitives and for shape ops on typed keys.
+
+A key is its key data (ir/ops_random.py): a `key<fry>[*S]` value is a u32[*S, 2] value here
+(frontend/jax.py `key_data_type`). So `random_wrap`, `random_unwrap` and `random_clone` are the
+identity; `random_seed/bits/split/fold_in` become their rows; and a shape op on typed keys
+(unpacking `k1, k2 = jax.random.split(k)` slices and squeezes a key array) becomes the same op
+on the key data, its attributes extended over the trailing key-data dimension. Keys of an
+implementation other than threefry2x32 are refused with a clear message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.builder import GraphBuilder
+from ..ir.graph import Source, TensorType
+from ..ir.ops_random import KEY_WORDS
+from .jax import _convert, _unsupported, handles, is_key
+from .jax_params import add_row
+
+
+def _check_impl(eqn: Any, source: Source | None, impl: Any = None) -> None:
+    if impl is None:
+        keys = [v.aval for v in (*eqn.invars, *eqn.outvars) if is_key(v.aval)]
+        impl = keys[0].dtype._impl if keys else None
+    name = getattr(impl, "name", str(impl))
+    if "threefry" not in name and name != "fry":
+        raise _unsupported(eqn, f"{eqn.primitive.name} with PRNG implementation {name} "
+                                f"(only threefry2x32 keys are first-class)", source)
+
+
+@handles("random_wrap", "random_unwrap", "random_clone", "random_clone_p")
+def _identity(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    _check_impl(eqn, source, eqn.params.get("impl"))
+    return [ins[0]]
+
+
+@handles("random_seed", "random_bits", "random_split", "random_fold_in")
+def _random(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    _check_impl(eqn, source, eqn.params.get("impl"))
+    attrs = {k: _convert(v) for k, v in eqn.params.items() if k != "impl"}
+    return add_row(b, eqn, eqn.primitive.name, ins, attrs, source)
+
+
+# ---------------------------------------------------------------- shape ops on typed keys
+
+
+def _key_attrs(eqn: Any, b: GraphBuilder, ins: list[int], source: Source | None
+               ) -> tuple[list[int], dict[str, Any]]:
+    """The op's inputs and attributes over key data: one more (trailing) dimension."""
+    name, p = eqn.primitive.name, {k: _convert(v) for k, v in eqn.params.items()}
+    rank = len(eqn.outvars[0].aval.shape)
+    if name == "slice":
+        strides = p.get("strides")
+        return ins, {"start_indices": (*p["start_indices"], 0),
+                     "limit_indices": (*p["limit_indices"], KEY_WORDS),
+                     "strides": None if strides is None else (*strides, 1)}
+    if name in ("squeeze", "expand_dims", "rev"):
+        return ins, {"dimensions": p["dimensions"]}
+    if name == "reshape":
+        return ins, {"new_sizes": (*p["new_sizes"], KEY_WORDS)}
+    if name == "broadcast_in_dim":
+        return ins, {"shape": (*p["shape"], KEY_WORDS),
+                     "broadcast_dimensions": (*p["broadcast_dimensions"], rank)}
+    if name == "transpose":
+        return ins, {"permutation": (*p["permutation"], rank)}
+    if name == "concatenate":
+        return ins, {"dimension": p["dimension"]}
+    if name in ("dynamic_slice", "dynamic_update_slice"):
+        zero = b.constant(np.zeros((), b.type_of(ins[-1]).dtype), source=source)  # type: ignore[union-attr]
+        extra = {"slice_sizes": (*p["slice_sizes"], KEY_WORDS)} if name == "dynamic_slice" else {}
+        return [*ins, zero], extra
+    if name in ("copy", "copy_p"):
+        return ins, {}
+    if name == "select_n":
+        pred = b.type_of(ins[0])
+        assert isinstance(pred, TensorType)
+        if pred.shape:
+            full = (*pred.shape, KEY_WORDS)
+            ins = [b.add("broadcast_in_dim", [ins[0]], {"shape": full, "broadcast_dimensions":
+                                                        tuple(range(pred.rank))}, source),
+                   *ins[1:]]
+        return ins, {}
+    if name == "gather":
+        dn = eqn.params["dimension_numbers"]
+        from ..ir.ops_indexing import GATHER_DIMS, mode_name
+
+        dims = {k: _convert(getattr(dn, k)) for k in GATHER_DIMS}
+        dims["offset_dims"] = (*dims["offset_dims"], rank)
+        return ins, {**dims, "slice_sizes": (*p["slice_sizes"], KEY_WORDS),
+                     "mode": mode_name(eqn.params["mode"]), "fill_value": None,
+                     "indices_are_sorted": p["indices_are_sorted"],
+                     "unique_indices": p["unique_indices"]}
+    raise _unsupported(eqn, f"{name} on typed PRNG keys", source)
+
+
+KEY_SHAPE_OPS = ("slice", "squeeze", "expand_dims", "rev", "broadcast_in_dim", "transpose",
+                 "concatenate", "dynamic_slice", "dynamic_update_slice", "copy", "copy_p",
+                 "select_n")  # and gather and reshape, whose handlers (jax_params) defer here
+
+
+@handles(*KEY_SHAPE_OPS)
+def _on_keys(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int] | None:
+    """Shape ops whose result is a typed key array; None (the ordinary row) otherwise."""
+    if not is_key(eqn.outvars[0].aval):
+        return None
+    return key_shape_op(b, eqn, ins, source)
+
+
+def key_shape_op(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    """A shape op on typed keys as the same op on their key data."""
+    _check_impl(eqn, source)
+    ins, attrs = _key_attrs(eqn, b, ins, source)
+    op = {"copy_p": "copy"}.get(eqn.primitive.name, eqn.primitive.name)
+    return add_row(b, eqn, op, ins, attrs, source)

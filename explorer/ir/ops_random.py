@@ -1,0 +1,369 @@
+"""Rows for JAX's random numbers, bit for bit: `threefry2x32`, `random_seed`, `random_bits`,
+`random_split`, `random_fold_in`, and the bit ops that turn random bits into floats
+(`shift_left`, `shift_right_logical`, `shift_right_arithmetic`, `population_count`,
+`bitcast_convert_type`).
+
+How keys live in the IR: a PRNG key is its key data. A typed key array (`jax.random.key`) of
+shape S is a u32[*S, 2] value, the same as a raw `jax.random.PRNGKey` of that shape; the
+frontend maps key avals to that type (frontend/jax.py `_aval_type`), `random_wrap` and
+`random_unwrap` are the identity on it (frontend/jax_random.py), and typed key arguments are
+passed as their `jax.random.key_data`. Only the threefry2x32 implementation (JAX's default)
+is first-class; the rows below follow `jax_threefry_partitionable` (on by default since JAX
+0.5), under which the bits of element i of a draw are threefry2x32(key, (i >> 32, i & M)).
+The NumPy references produce exactly JAX's bits; the `jax` lowerings wrap the key data as a
+typed key and call JAX's own primitives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .graph import Attrs, TensorType, TupleType
+from .ops import (
+    FALLS_BACK,
+    OpDef,
+    OpError,
+    _add,
+    _elementwise,
+    _per_element,
+    _pointwise,
+)
+from .traits import OpKind, Split
+
+KEY_WORDS = 2  # threefry2x32 key data: two uint32 words, the last dimension of a key value
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = np.uint32(0x1BD11BDA)
+
+
+def threefry2x32(k1: np.ndarray, k2: np.ndarray, x1: np.ndarray, x2: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The Threefry-2x32 block cipher (20 rounds), elementwise over broadcast uint32 arrays."""
+    k1, k2, x1, x2 = (np.asarray(v, np.uint32) for v in np.broadcast_arrays(k1, k2, x1, x2))
+    ks = (k1, k2, k1 ^ k2 ^ _PARITY)
+    a, b = x1 + ks[0], x2 + ks[1]
+    for group in range(5):
+        for r in _ROTATIONS[group % 2]:
+            a = a + b
+            b = (b << np.uint32(r)) | (b >> np.uint32(32 - r))
+            b = a ^ b
+        a = a + ks[(group + 1) % 3]
+        b = b + ks[(group + 2) % 3] + np.uint32(group + 1)
+    return a, b
+
+
+def _counts(shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A flat uint64 iota over `shape`, as its high and low uint32 words."""
+    i = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.uint64).reshape(shape)
+    return (i >> np.uint64(32)).astype(np.uint32), (i & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _key_infer(op: str, ts: Sequence[TensorType]) -> tuple[int, ...]:
+    k = ts[0]
+    if k.dtype != "u32" or k.rank == 0 or k.shape[-1] != KEY_WORDS:
+        raise OpError(f"{op}: a key is u32[..., {KEY_WORDS}] key data, got {k}")
+    return k.shape[:-1]
+
+
+def _per_key(keys: np.ndarray, fn: Any, *rest: np.ndarray) -> np.ndarray:
+    """fn(k1, k2, *rest_at_key) for every key of a batch, stacked in the batch's shape."""
+    batch = keys.shape[:-1]
+    flat = keys.reshape(-1, KEY_WORDS)
+    rest = [np.broadcast_to(r, batch).reshape(-1) for r in rest]
+    outs = [fn(flat[j, 0], flat[j, 1], *(r[j] for r in rest)) for j in range(flat.shape[0])]
+    if not outs:
+        return np.zeros((*batch, *fn(np.uint32(0), np.uint32(0), *(np.uint32(0) for _ in rest))
+                         .shape), np.uint32)
+    return np.stack(outs).reshape(*batch, *outs[0].shape)
+
+
+def _typed(keys: Any) -> Any:
+    import jax
+
+    return jax.random.wrap_key_data(keys, impl="threefry2x32")
+
+
+# ---------------------------------------------------------------- threefry2x32
+
+
+def _threefry_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
+    t = _elementwise()(ts, a)
+    if t.dtype != "u32":
+        raise OpError(f"threefry2x32 works on u32, got {t.dtype}")
+    return TupleType((t, t))
+
+
+def _jax_threefry(k1, k2, x1, x2):
+    from jax._src.random.threefry2x32 import threefry2x32_p
+
+    return tuple(threefry2x32_p.bind(k1, k2, x1, x2))
+
+
+def _threefry_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    u = lambda shape: rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)  # noqa: E731
+    return [u(()), u(()), u((3, 4)), u((3, 4))], {}
+
+
+def _threefry_split(ins: Sequence[TensorType], out: Any, a: Attrs) -> dict[int, tuple]:
+    rank = out.elements[0].rank  # inputs of the results' rank split with them; scalars stay
+    return {d: tuple(d if t.rank == rank else None for t in ins) for d in range(rank)}
+
+
+_add(OpDef("threefry2x32", OpKind.OTHER, 4, (), _threefry_infer, threefry2x32,
+           lambda ins, out, a: _bits_flops(ins, out.elements[0], a), _jax_threefry,
+           _threefry_sample, split=Split.MAP, split_axes=_threefry_split))
+
+
+# ---------------------------------------------------------------- keys
+
+
+def _seed_ref(seeds: np.ndarray) -> np.ndarray:
+    wide = np.asarray(seeds).astype(np.int64).astype(np.uint64)
+    hi = (wide >> np.uint64(32)).astype(np.uint32)
+    if np.asarray(seeds).dtype.itemsize < 8:
+        hi = np.zeros_like(hi)  # a 32-bit seed's logical shift by 32 is 0
+    return np.stack([hi, (wide & np.uint64(0xFFFFFFFF)).astype(np.uint32)], axis=-1)
+
+
+def _seed_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    (t,) = ts
+    if not dtypes.is_int(t.dtype):
+        raise OpError(f"random_seed: seeds must be integers, got {t}")
+    return TensorType((*t.shape, KEY_WORDS), "u32")
+
+
+def _jax_seed(seeds):
+    import jax
+    from jax._src.random import prng
+    from jax._src.random.threefry2x32 import threefry_prng_impl
+
+    return jax.random.key_data(prng.random_seed(seeds, impl=threefry_prng_impl))
+
+
+_add(OpDef("random_seed", OpKind.OTHER, 1, (), _seed_infer, _seed_ref, _per_element(1), _jax_seed,
+           lambda rng: ([rng.integers(-2**31, 2**31, size=(3,)).astype(np.int32)], {})))
+
+
+def _bits_ref(keys, bit_width, shape):
+    def one(k1, k2):
+        b1, b2 = threefry2x32(k1, k2, *_counts(shape))
+        if bit_width == 64:
+            return (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
+        return (b1 ^ b2).astype(dtypes.to_numpy(f"u{bit_width}"))
+
+    return _per_key(np.asarray(keys, np.uint32), one)
+
+
+def _bits_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    batch = _key_infer("random_bits", ts)
+    if a["bit_width"] not in (8, 16, 32, 64):
+        raise OpError(f"random_bits: bit_width {a['bit_width']} is not 8, 16, 32 or 64")
+    return TensorType((*batch, *a["shape"]), f"u{a['bit_width']}")
+
+
+def _jax_bits(keys, bit_width, shape):
+    from jax._src.random import prng
+
+    return prng.random_bits(_typed(keys), bit_width=bit_width, shape=tuple(shape))
+
+
+def _key_sample(rng: np.random.Generator, batch: tuple[int, ...] = ()) -> np.ndarray:
+    return rng.integers(0, 2**32, size=(*batch, KEY_WORDS), dtype=np.uint64).astype(np.uint32)
+
+
+def _bits_flops(ins: Sequence[TensorType], out: Any, a: Attrs) -> int:
+    return out.size * 2 * 20 * 3  # threefry2x32: 20 rounds of add, rotate, xor
+
+
+_add(OpDef("random_bits", OpKind.OTHER, 1, ("bit_width", "shape"), _bits_infer, _bits_ref,
+           _bits_flops, _jax_bits,
+           lambda rng: ([_key_sample(rng, (2,) if rng.integers(2) else ())],
+                        {"bit_width": (8, 16, 32)[int(rng.integers(3))], "shape": (3, 5)})))
+
+
+def _split_ref(keys, shape):
+    def one(k1, k2):
+        b1, b2 = threefry2x32(k1, k2, *_counts(shape))
+        return np.stack([b1, b2], axis=-1)
+
+    return _per_key(np.asarray(keys, np.uint32), one)
+
+
+def _split_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    batch = _key_infer("random_split", ts)
+    return TensorType((*batch, *a["shape"], KEY_WORDS), "u32")
+
+
+def _jax_split(keys, shape):
+    import jax
+    from jax._src.random import prng
+
+    return jax.random.key_data(prng.random_split(_typed(keys), shape=tuple(shape)))
+
+
+_add(OpDef("random_split", OpKind.OTHER, 1, ("shape",), _split_infer, _split_ref, _bits_flops,
+           _jax_split, lambda rng: ([_key_sample(rng, (3,))], {"shape": (2,)})))
+
+
+def _fold_ref(keys, msgs):
+    def one(k1, k2, m):
+        b1, b2 = threefry2x32(k1, k2, np.uint32(0), np.asarray(m).astype(np.uint32))
+        return np.stack([b1, b2])
+
+    keys = np.asarray(keys, np.uint32)
+    batch = np.broadcast_shapes(keys.shape[:-1], np.shape(msgs))
+    keys = np.broadcast_to(keys, (*batch, KEY_WORDS))
+    return _per_key(keys, one, np.asarray(msgs))
+
+
+def _fold_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    batch = _key_infer("random_fold_in", ts)
+    msgs = ts[1]
+    if msgs.dtype != "u32" or msgs.shape not in ((), batch):
+        raise OpError(f"random_fold_in: messages {msgs} must be u32 of the keys' shape {batch}")
+    return ts[0]
+
+
+def _jax_fold(keys, msgs):
+    import jax
+    from jax._src.random import prng
+
+    return jax.random.key_data(prng.random_fold_in(_typed(keys), msgs))
+
+
+_add(OpDef("random_fold_in", OpKind.OTHER, 2, (), _fold_infer, _fold_ref, _bits_flops, _jax_fold,
+           lambda rng: ([_key_sample(rng, (3,)),
+                         rng.integers(0, 2**32, size=(3,), dtype=np.uint64).astype(np.uint32)],
+                        {})))
+
+
+# ---------------------------------------------------------------- bit ops
+
+
+def _bits(dtype: str) -> int:
+    return 8 * dtypes.itemsize(dtype)
+
+
+def _shift_ok(y: np.ndarray, width: int) -> np.ndarray:
+    return (y >= 0) & (y < width) if np.issubdtype(y.dtype, np.signedinteger) else y < width
+
+
+def _shl(x, y):
+    ok = _shift_ok(y, 8 * x.dtype.itemsize)
+    return np.where(ok, np.left_shift(x, np.where(ok, y, 0).astype(x.dtype)), 0).astype(x.dtype)
+
+
+def _sra(x, y):
+    """Sign-extending, on the bits: an unsigned value shifts as its signed twin."""
+    w = 8 * x.dtype.itemsize
+    signed = x.view(f"i{x.dtype.itemsize}")
+    return np.right_shift(signed, np.where(_shift_ok(y, w), y, w - 1).astype(signed.dtype)).view(
+        x.dtype)
+
+
+def _srl(x, y):
+    w = 8 * x.dtype.itemsize
+    u = x.view(f"u{x.dtype.itemsize}")
+    ok = _shift_ok(y, w)
+    out = np.where(ok, np.right_shift(u, np.where(ok, y, 0).astype(u.dtype)), 0).astype(u.dtype)
+    return out.view(x.dtype)
+
+
+def _ok(a: list[str], n: Any, c: bool = False) -> str:
+    w = _bits(n.dtype)
+    return f"(0 <= {a[1]} && {a[1]} < {w})" if c else f"(0 <= {a[1]} < {w})"
+
+
+def _signed_c(dtype: str) -> str:
+    return dtypes.C_TYPES["i" + dtype[1:]]
+
+
+def _numba_srl(a: list[str], n: Any) -> str:
+    t, u = dtypes.to_numpy(n.dtype).name, f"uint{_bits(n.dtype)}"
+    return f"(np.{t}(np.{u}({a[0]}) >> np.{u}({a[1]})) if {_ok(a, n)} else np.{t}(0))"
+
+
+def _c_srl(a: list[str], n: Any) -> str:
+    c = dtypes.C_TYPES[n.dtype]
+    u = c if c.startswith("unsigned") else f"unsigned {c.replace('signed ', '')}"
+    return f"({_ok(a, n, True)} ? ({c})(({u}){a[0]} >> {a[1]}) : ({c})0)"
+
+
+def _shift_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    dtype = ("i32", "u32", "u8")[int(rng.integers(3))]
+    x = rng.integers(0, 2**32, size=(3, 4), dtype=np.uint64).astype(np.uint32).view(np.int32)
+    y = rng.integers(-2, 40, size=(3, 4))
+    npd = dtypes.to_numpy(dtype)
+    return [x.astype(npd), y.astype(npd)], {}
+
+
+_SHIFT = _elementwise(None, dtypes.is_int, "an integer")
+_pointwise("shift_left", 2, (), _SHIFT, _shl, _per_element(1), lambda x, y: _lax_call(
+           "shift_left", x, y), _shift_sample,
+           numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else 0)",
+           cuda=lambda a, n: f"({_ok(a, n, True)} ? ({a[0]} << {a[1]}) : 0)")
+_pointwise("shift_right_arithmetic", 2, (), _SHIFT, _sra, _per_element(1), lambda x, y: _lax_call(
+           "shift_right_arithmetic", x, y), _shift_sample,
+           numba=lambda a, n: f"np.{dtypes.to_numpy(n.dtype).name}(np.int{_bits(n.dtype)}({a[0]}) >> "
+           f"({a[1]} if {_ok(a, n)} else {_bits(n.dtype) - 1}))",
+           cuda=lambda a, n: f"(({dtypes.C_TYPES[n.dtype]})(({_signed_c(n.dtype)}){a[0]} >> "
+           f"({_ok(a, n, True)} ? {a[1]} : {_bits(n.dtype) - 1})))")
+_pointwise("shift_right_logical", 2, (), _SHIFT, _srl, _per_element(1), lambda x, y: _lax_call(
+           "shift_right_logical", x, y), _shift_sample, numba=_numba_srl, cuda=_c_srl)
+
+
+def _lax_call(name: str, *xs: Any, **kw: Any) -> Any:
+    import jax.lax as lax
+
+    return getattr(lax, name)(*xs, **kw)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    u = x.view(f"u{x.dtype.itemsize}")
+    return np.bitwise_count(u).astype(x.dtype)
+
+
+def _c_popcount(a: list[str], n: Any) -> str:
+    c = dtypes.C_TYPES[n.dtype]
+    fn = "__popcll" if dtypes.itemsize(n.dtype) == 8 else "__popc"
+    cast = "unsigned long long" if fn == "__popcll" else "unsigned int"
+    mask = "" if dtypes.itemsize(n.dtype) >= 4 else f" & {(1 << _bits(n.dtype)) - 1}u"
+    return f"(({c}){fn}(({cast})({a[0]}){mask}))"
+
+
+_pointwise("population_count", 1, (), _elementwise(None, dtypes.is_int, "an integer"), _popcount,
+           _per_element(1), lambda x: _lax_call("population_count", x),
+           lambda rng: ([rng.integers(-2**31, 2**31, size=(3, 4)).astype(
+               dtypes.to_numpy(("i32", "u8", "u16")[int(rng.integers(3))]))], {}),
+           numba=FALLS_BACK, cuda=_c_popcount)
+
+
+def _bitcast_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    (t,) = ts
+    new = a["new_dtype"]
+    if dtypes.itemsize(new) != dtypes.itemsize(t.dtype) or "pred" in (new, t.dtype):
+        raise OpError(f"bitcast_convert_type: {t} to {new} changes the element size; only "
+                      f"same-width bitcasts are first-class")
+    return TensorType(t.shape, new)
+
+
+def _jax_bitcast(x, new_dtype):
+    import jax.lax as lax
+
+    return lax.bitcast_convert_type(x, dtypes.to_numpy(new_dtype))
+
+
+def _bitcast_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    bits = rng.integers(0, 2**32, size=(3, 4), dtype=np.uint64).astype(np.uint32)
+    if rng.integers(2):  # random bits to floats in [1, 2), as jax.random.uniform does
+        return [(bits >> np.uint32(9)) | np.uint32(0x3F800000)], {"new_dtype": "f32"}
+    return [bits.view(np.float32)], {"new_dtype": "i32"}
+
+
+_pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
+           lambda x, new_dtype: np.ascontiguousarray(x).view(dtypes.to_numpy(new_dtype)),
+           lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample, numba=FALLS_BACK,
+           cuda=FALLS_BACK)

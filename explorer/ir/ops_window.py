@@ -1,0 +1,232 @@
+"""Rows for windowed reductions, what pooling traces to: `reduce_window_sum/max/min` (sum and
+max pooling; average pooling is a sum then a divide), and the gradients JAX emits for them:
+`select_and_scatter_add` (the VJP of max pooling: each window's incoming gradient goes to the
+position its max came from) and `select_and_gather_add` (the JVP: each window's tangent at
+that position). The gradient of sum pooling is `pad` + `reduce_window_sum`, rows already.
+
+The window geometry (padding, base and window dilation, strides) is shared with
+`conv_general_dilated` (ir/ops_conv.py): `windows` is the one NumPy view of it. Holes that base
+dilation and padding open hold the reduction's identity, as in XLA. `select_prim` ("ge" for
+max, "le" for min) picks the first extremum of a window when values tie, as XLA:CPU does.
+
+Split: every row maps chunks of a dimension whose window is 1 wide, stride 1 and unpadded
+(the batch and channel dimensions of NHWC/NCHW pooling) to chunks of the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from . import dtypes
+from .graph import Attrs, TensorType
+from .ops import OpDef, OpError, _add, _pad_ref, _rand
+from .traits import MONOIDS, OpKind, Split
+
+WINDOW = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
+
+
+def window_out_shape(op: str, shape: Sequence[int], window: Sequence[int], strides: Sequence[int],
+                     padding: Sequence[Sequence[int]], base: Sequence[int] | None,
+                     dilation: Sequence[int] | None) -> tuple[int, ...]:
+    """The number of window positions along each dimension (raises OpError if none fit)."""
+    n = len(shape)
+    base, dilation = tuple(base or (1,) * n), tuple(dilation or (1,) * n)
+    if not all(len(v) == n for v in (window, strides, padding, base, dilation)):
+        raise OpError(f"{op}: window attributes do not all have rank {n}")
+    out = []
+    for d, w, s, (lo, hi), b, wd in zip(shape, window, strides, padding, base, dilation):
+        if min(w, s, b, wd) < 1:
+            raise OpError(f"{op}: window sizes, strides and dilations must be positive")
+        span = (d - 1) * b + 1 + lo + hi if d else lo + hi
+        reach = (w - 1) * wd + 1
+        out.append(max(0, (span - reach) // s + 1) if span >= reach else 0)
+    return tuple(out)
+
+
+def windows(x: np.ndarray, window: Sequence[int], strides: Sequence[int],
+            padding: Sequence[Sequence[int]], base: Sequence[int] | None,
+            dilation: Sequence[int] | None, fill: Any, axes: Sequence[int] | None = None
+            ) -> np.ndarray:
+    """x dilated by `base`, padded with `fill`, as a view (*positions, *window) over `axes`
+    (default: all) — the other axes lead, untouched."""
+    axes = tuple(range(x.ndim)) if axes is None else tuple(axes)
+    k = len(axes)
+    base, dilation = tuple(base or (1,) * k), tuple(dilation or (1,) * k)
+    cfg = [(0, 0, 0)] * x.ndim
+    for a, (lo, hi), b in zip(axes, padding, base):
+        cfg[a] = (lo, hi, b - 1)
+    padded = _pad_ref(x, np.asarray(fill, x.dtype), cfg)
+    reach = [(w - 1) * d + 1 for w, d in zip(window, dilation)]
+    view = sliding_window_view(padded, reach, axis=axes)
+    pick = [slice(None)] * x.ndim
+    for a, s in zip(axes, strides):
+        pick[a] = slice(None, None, s)
+    pick += [slice(None, None, d) for d in dilation]
+    return view[tuple(pick)]
+
+
+def _identity(monoid: str, dtype: np.dtype) -> Any:
+    return MONOIDS[monoid].identity_value(dtypes.from_numpy(dtype))
+
+
+def _attrs(a: Attrs) -> tuple:
+    return tuple(a.get(k) for k in WINDOW)
+
+
+def _reduce_window_infer(op: str):
+    def infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+        (t,) = ts
+        return TensorType(window_out_shape(op, t.shape, *_attrs(a)), t.dtype)
+
+    return infer
+
+
+def _unit_axes(ins: Sequence[TensorType], out: TensorType, a: Attrs) -> dict[int, tuple]:
+    """Dimensions the window does not reach across: they map whole, chunk to chunk."""
+    n = out.rank
+    w, s, p = a["window_dimensions"], a["window_strides"], a["padding"]
+    base, wd = a.get("base_dilation") or (1,) * n, a.get("window_dilation") or (1,) * n
+    return {d: (d,) * len(ins) for d in range(n)
+            if w[d] == s[d] == base[d] == wd[d] == 1 and tuple(p[d]) == (0, 0)}
+
+
+def _window_flops(ins: Sequence[TensorType], out: Any, a: Attrs) -> int:
+    return out.size * max(math.prod(a["window_dimensions"]) - 1, 0)
+
+
+def _window_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    """2x2 pooling of an NHWC batch, stride 2 (seed 0), padded and dilated otherwise."""
+    x = _rand(rng, (2, 5, 6, 3))
+    if rng.integers(2):
+        return [x], {"window_dimensions": (1, 2, 2, 1), "window_strides": (1, 2, 2, 1),
+                     "padding": ((0, 0), (0, 0), (0, 0), (0, 0)),
+                     "base_dilation": (1, 1, 1, 1), "window_dilation": (1, 1, 1, 1)}
+    return [x], {"window_dimensions": (1, 3, 2, 1), "window_strides": (1, 1, 2, 1),
+                 "padding": ((0, 0), (1, 1), (0, 1), (0, 0)),
+                 "base_dilation": (1, 2, 1, 1), "window_dilation": (1, 1, 2, 1)}
+
+
+for _name, _monoid in (("reduce_window_sum", "add"), ("reduce_window_max", "max"),
+                       ("reduce_window_min", "min")):
+    def _ref(x, window_dimensions, window_strides, padding, base_dilation=None,
+             window_dilation=None, _m=_monoid):
+        v = windows(x, window_dimensions, window_strides, padding, base_dilation,
+                    window_dilation, _identity(_m, x.dtype))
+        fold = getattr(np, MONOIDS[_m].array_fn)
+        return fold.reduce(v, axis=tuple(range(x.ndim, v.ndim))).astype(x.dtype, copy=False)
+
+    def _lower(x, _n=_name, **a):
+        from jax._src.lax import windowed_reductions as wr
+
+        return getattr(wr, f"_{_n}")(x, *(a.get(k) for k in WINDOW))
+
+    _add(OpDef(_name, OpKind.OTHER, 1, WINDOW, _reduce_window_infer(_name), _ref, _window_flops,
+               _lower, _window_sample, monoid=MONOIDS[_monoid], split=Split.MAP,
+               split_axes=_unit_axes, optional=("base_dilation", "window_dilation")))
+
+
+# ---------------------------------------------------------------- max-pooling gradients
+
+
+def _selected(operand: np.ndarray, select_prim: str, window, strides, padding, base=None,
+              dilation=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per window position, the flat index into the padded operand of its selected element
+    (the first maximum for "ge", minimum for "le"), and the padded operand's shape."""
+    if select_prim not in ("ge", "le"):
+        raise OpError(f"select_prim must be 'ge' or 'le', got {select_prim!r}")
+    fill = _identity("max" if select_prim == "ge" else "min", operand.dtype)
+    n = operand.ndim
+    base = tuple(base or (1,) * n)
+    padded_shape = tuple((d - 1) * b + 1 + lo + hi if d else lo + hi
+                         for d, b, (lo, hi) in zip(operand.shape, base, padding))
+    positions = np.arange(math.prod(padded_shape)).reshape(padded_shape)
+    vals = windows(operand, window, strides, padding, base, dilation, fill)
+    where = sliding_window_view(positions, [(w - 1) * d + 1 for w, d in
+                                            zip(window, dilation or (1,) * n)])
+    where = where[tuple(slice(None, None, s) for s in strides)
+                  + tuple(slice(None, None, d) for d in (dilation or (1,) * n))]
+    flat_vals = vals.reshape(*vals.shape[:n], -1)
+    pick = (np.argmax if select_prim == "ge" else np.argmin)(flat_vals, axis=-1)
+    chosen = np.take_along_axis(where.reshape(*where.shape[:n], -1), pick[..., None], -1)[..., 0]
+    return chosen, np.asarray(padded_shape)
+
+
+def _crop(x: np.ndarray, padding) -> np.ndarray:
+    return x[tuple(slice(lo, x.shape[i] - hi) for i, (lo, hi) in enumerate(padding))]
+
+
+def _scatter_ref(source, operand, select_prim, window_dimensions, window_strides, padding):
+    chosen, shape = _selected(operand, select_prim, window_dimensions, window_strides, padding)
+    acc = np.zeros(int(np.prod(shape)), source.dtype)
+    np.add.at(acc, chosen.ravel(), source.ravel())
+    return _crop(acc.reshape(tuple(shape)), padding)
+
+
+def _scatter_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    source, operand = ts
+    want = window_out_shape("select_and_scatter_add", operand.shape, a["window_dimensions"],
+                            a["window_strides"], a["padding"], None, None)
+    if source.shape != want or source.dtype != operand.dtype:
+        raise OpError(f"select_and_scatter_add: source {source} does not fit the windows of "
+                      f"{operand} ({want})")
+    return operand
+
+
+def _jax_select(name: str):
+    def lower(*xs, select_prim, **a):
+        import jax.lax as lax
+        from jax._src.lax import windowed_reductions as wr
+
+        prim = {"ge": lax.ge_p, "le": lax.le_p}[select_prim]
+        return getattr(wr, f"_{name}")(*xs, prim, **a)
+
+    return lower
+
+
+def _scatter_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    x = _rand(rng, (2, 6, 5, 3))
+    attrs = {"select_prim": "ge" if rng.integers(2) else "le",
+             "window_dimensions": (1, 3, 2, 1), "window_strides": (1, 2, 2, 1),
+             "padding": ((0, 0), (1, 0), (0, 1), (0, 0))}
+    shape = window_out_shape("", x.shape, attrs["window_dimensions"], attrs["window_strides"],
+                             attrs["padding"], None, None)
+    return [_rand(rng, shape), x], attrs
+
+
+_add(OpDef("select_and_scatter_add", OpKind.OTHER, 2,
+           ("select_prim", "window_dimensions", "window_strides", "padding"), _scatter_infer,
+           _scatter_ref, lambda ins, out, a: ins[1].size + ins[0].size * math.prod(
+               a["window_dimensions"]), _jax_select("select_and_scatter_add"), _scatter_sample,
+           split=Split.MAP, split_axes=_unit_axes))
+
+
+def _gather_ref(tangents, operand, select_prim, window_dimensions, window_strides, padding,
+                base_dilation=None, window_dilation=None):
+    chosen, shape = _selected(operand, select_prim, window_dimensions, window_strides, padding,
+                              base_dilation, window_dilation)
+    cfg = [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base_dilation or (1,) * operand.ndim)]
+    padded = _pad_ref(tangents, np.zeros((), tangents.dtype), cfg)
+    return padded.ravel()[chosen]
+
+
+def _gather_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    tangents, operand = ts
+    if tangents != operand:
+        raise OpError(f"select_and_gather_add: tangents {tangents} differ from {operand}")
+    return TensorType(window_out_shape("select_and_gather_add", operand.shape,
+                                       *(a.get(k) for k in WINDOW)), operand.dtype)
+
+
+def _gather_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    inputs, attrs = _window_sample(rng)
+    return [_rand(rng, inputs[0].shape), inputs[0]], {"select_prim": "ge", **attrs}
+
+
+_add(OpDef("select_and_gather_add", OpKind.OTHER, 2, ("select_prim", *WINDOW), _gather_infer,
+           _gather_ref, _window_flops, _jax_select("select_and_gather_add"), _gather_sample,
+           split=Split.MAP, split_axes=_unit_axes, optional=("base_dilation", "window_dilation")))
