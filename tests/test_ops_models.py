@@ -170,6 +170,15 @@ def test_gp_log_likelihood_and_its_gradient() -> None:
     _check(jax.grad(nll), np.float32(-1.0), xs, ys, tol=1e-3)
 
 
+def test_linear_solve_inverse_and_their_gradients() -> None:
+    """jnp.linalg.solve/inv trace to custom_linear_solve, evaluated by its solve jaxpr."""
+    a, rhs = (_f32(4, 4) + 6 * np.eye(4)).astype(np.float32), _f32(4)
+    _check(jnp.linalg.solve, a, rhs, tol=1e-5, ops=("lu", "triangular_solve"))
+    _check(jnp.linalg.inv, a, tol=1e-5)
+    _check(jax.grad(lambda a, b: jnp.sin(jnp.linalg.solve(a, b)).sum(), argnums=(0, 1)), a, rhs,
+           tol=1e-5)
+
+
 def _close_up_to_sign(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-4, atol=1e-4)
 

@@ -109,3 +109,20 @@ def _select(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) ->
         raise _unsupported(eqn, f"{eqn.primitive.name} selecting by {prim.name}", source)
     attrs = {"select_prim": prim.name, **{k: _convert(v) for k, v in p.items()}}
     return add_row(b, eqn, eqn.primitive.name, ins, attrs, source)
+
+
+@handles("custom_linear_solve")
+def _linear_solve(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    """`jnp.linalg.solve`/`inv`: evaluated, as JAX's own impl does, by its `solve` jaxpr on the
+    right-hand side (the other jaxprs serve autodiff only), inlined here."""
+    from .jax import _emit, _read
+
+    lengths, jaxprs = eqn.params["const_lengths"], eqn.params["jaxprs"]
+    start = lengths.matvec + lengths.vecmat
+    operands = [*ins[start:start + lengths.solve], *ins[sum(lengths):]]
+    inner = jaxprs.solve.jaxpr
+    env: dict[Any, int] = dict(zip(inner.invars, operands, strict=True))
+    for var, c in zip(inner.constvars, jaxprs.solve.consts):
+        env[var] = b.constant(np.asarray(c), source=source)
+    _emit(b, inner, env, source)
+    return [_read(b, env, v, source) for v in inner.outvars]

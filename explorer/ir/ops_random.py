@@ -303,16 +303,17 @@ def _shift_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
 _SHIFT = _elementwise(None, dtypes.is_int, "an integer")
 _pointwise("shift_left", 2, (), _SHIFT, _shl, _per_element(1), lambda x, y: _lax_call(
            "shift_left", x, y), _shift_sample,
-           numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else 0)",
+           hlo="shift-left", numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else 0)",
            cuda=lambda a, n: f"({_ok(a, n, True)} ? ({a[0]} << {a[1]}) : 0)")
 _pointwise("shift_right_arithmetic", 2, (), _SHIFT, _sra, _per_element(1), lambda x, y: _lax_call(
-           "shift_right_arithmetic", x, y), _shift_sample,
+           "shift_right_arithmetic", x, y), _shift_sample, hlo="shift-right-arithmetic",
            numba=lambda a, n: f"np.{dtypes.to_numpy(n.dtype).name}(np.int{_bits(n.dtype)}({a[0]}) >> "
            f"({a[1]} if {_ok(a, n)} else {_bits(n.dtype) - 1}))",
            cuda=lambda a, n: f"(({dtypes.C_TYPES[n.dtype]})(({_signed_c(n.dtype)}){a[0]} >> "
            f"({_ok(a, n, True)} ? {a[1]} : {_bits(n.dtype) - 1})))")
 _pointwise("shift_right_logical", 2, (), _SHIFT, _srl, _per_element(1), lambda x, y: _lax_call(
-           "shift_right_logical", x, y), _shift_sample, numba=_numba_srl, cuda=_c_srl)
+           "shift_right_logical", x, y), _shift_sample, hlo="shift-right-logical",
+           numba=_numba_srl, cuda=_c_srl)
 
 
 def _lax_call(name: str, *xs: Any, **kw: Any) -> Any:
@@ -338,7 +339,7 @@ _pointwise("population_count", 1, (), _elementwise(None, dtypes.is_int, "an inte
            _per_element(1), lambda x: _lax_call("population_count", x),
            lambda rng: ([rng.integers(-2**31, 2**31, size=(3, 4)).astype(
                dtypes.to_numpy(("i32", "u8", "u16")[int(rng.integers(3))]))], {}),
-           numba=FALLS_BACK, cuda=_c_popcount)
+           hlo="popcnt", numba=FALLS_BACK, cuda=_c_popcount)
 
 
 def _bitcast_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
