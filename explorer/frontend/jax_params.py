@@ -33,8 +33,13 @@ def add_row(b: GraphBuilder, eqn: Any, op: str, ins: list[int], attrs: dict[str,
             for k in range(len(eqn.outvars))]
 
 
-def _flags(p: dict[str, Any]) -> dict[str, Any]:
-    return {"mode": mode_name(p["mode"]), "indices_are_sorted": bool(p["indices_are_sorted"]),
+def _flags(eqn: Any, source: Source | None) -> dict[str, Any]:
+    p = eqn.params
+    try:
+        mode = mode_name(p["mode"])
+    except OpError:
+        raise _unsupported(eqn, f"{eqn.primitive.name} in mode {p['mode']}", source) from None
+    return {"mode": mode, "indices_are_sorted": bool(p["indices_are_sorted"]),
             "unique_indices": bool(p["unique_indices"])}
 
 
@@ -83,7 +88,7 @@ def _gather(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) ->
     p = eqn.params
     dn = p["dimension_numbers"]
     attrs = {"slice_sizes": _convert(p["slice_sizes"]),
-             **{k: _convert(getattr(dn, k)) for k in GATHER_DIMS}, **_flags(p),
+             **{k: _convert(getattr(dn, k)) for k in GATHER_DIMS}, **_flags(eqn, source),
              "fill_value": _fill(p["fill_value"])}
     return add_row(b, eqn, "gather", ins, attrs, source)
 
@@ -97,7 +102,7 @@ def _scatter(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -
         # `x.at[i].apply(f)`: a scatter combining with a function of its own
         raise _unsupported(eqn, f"{name} with an update function", source)
     dn = p["dimension_numbers"]
-    attrs = {**{k: _convert(getattr(dn, k)) for k in SCATTER_DIMS}, **_flags(p)}
+    attrs = {**{k: _convert(getattr(dn, k)) for k in SCATTER_DIMS}, **_flags(eqn, source)}
     return add_row(b, eqn, name.replace("_", "-"), ins, attrs, source)
 
 
