@@ -10,9 +10,11 @@ is C's fmod, `round` has a rounding method, `select_n` picks `cases[pred]`. The 
 the op tests (every row is checked against its `jax.lax` lowering on random inputs), the
 reference interpreter, the verifier, the cost model and the JAX backend.
 
-Region ops (`kernel`, `loop`) are in ir/region_ops.py and the rows of imported HLO (`opaque`,
-`tuple`, `call`, `while`, `conditional`) in ir/hlo_rows.py; this module imports both at its
-end, so OPS is complete whenever it is imported.
+Region ops (`kernel`, `loop`) are in ir/region_ops.py, the rows of imported HLO (`opaque`,
+`tuple`, `call`, `while`, `conditional`) in ir/hlo_rows.py, and the rows of what real models
+emit in one module per family: ir/ops_indexing.py (gather, scatter), ops_conv.py, ops_window.py
+(pooling and its gradients), ops_random.py (PRNG, bit ops), ops_linalg.py. This module imports
+them all at its end, so OPS is complete whenever it is imported.
 """
 
 from __future__ import annotations
