@@ -262,7 +262,7 @@ def _call_name(eqn: Any, sub: Any) -> str:
         name = getattr(info, "func_name", None)
     if eqn.primitive.name in ("remat", "remat2", "checkpoint"):
         name = f"checkpoint({name})" if name and name != "<lambda>" else "checkpoint"
-    return "" if not name or name == "<lambda>" else str(name)
+    return "" if not name or name == "<lambda>" or name.startswith("_") else str(name)
 
 
 def _join(outer: str, inner: str) -> str:
