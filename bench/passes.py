@@ -2,7 +2,8 @@
 
 Prints, in one run: the time of `explore()` with the default pipeline against
 `jax.jit(f).lower(...).compile()` on the 12-layer MLP + attention model and on its gradient
-(goal: ours faster, under 0.25 s and under 1 s), where the time goes pass by pass, and the
+(goal: ours faster, under 0.25 s and under 1 s), the same for the test zoo's
+gradients (a GPT block, a CNN, an RNN with lax.scan, a flax model), where the time goes pass by pass, and the
 FLOPs (and planned peak of temporaries) of the traced vs the final graph for each seed.
 
     .venv/bin/python bench/passes.py
@@ -45,6 +46,13 @@ def _xla_compile(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     jax.jit(lambda *a: fn(*a)).lower(*args).compile()
 
 
+def _zoo() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
+    """The test zoo's realistic programs (tests/zoo.py): a GPT block's gradient and others."""
+    from tests.zoo import zoo
+
+    return zoo()
+
+
 def compare(label: str, fn: Callable[..., Any], args: tuple[Any, ...], goal: float) -> None:
     gx.explore(fn, *args)  # warm up imports and JAX's tracing caches
     ours = _median_seconds(lambda: gx.explore(fn, *args))
@@ -83,6 +91,9 @@ def main() -> None:
     grad = ex.mlp_attention_grad(12)
     compare("mlp_attention(12)", *model, goal=0.25)
     compare("grad mlp_attention(12)", *grad, goal=1.0)
+    zoo = _zoo()
+    for name in ("gpt_grad", "cnn_grad", "rnn_grad", "flax_linen_value_and_grad"):
+        compare(f"zoo {name}", *zoo[name], goal=1.0)
     print("\nwhere explore() spends its time (rewrites logged):")
     per_pass("model", *model)
     per_pass("gradient", *grad)

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from .backends import registry
+from .frontend.arguments import ArgSpec
 from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
 from .trace import Trace, explore
@@ -22,8 +23,12 @@ Signature = tuple[Any, tuple[tuple[tuple[int, ...], str], ...]]
 
 
 def signature(args: Sequence[Any]) -> Signature:
-    leaves, tree = jax.tree_util.tree_flatten(tuple(args))
-    return tree, tuple((np.shape(x), str(np.result_type(x))) for x in leaves)
+    """Equal for arguments that trace to the same graph: the pytree structure, the static
+    leaves' values and the traced leaves' shapes and dtypes."""
+    spec = ArgSpec.of(args)
+    leaves = spec.dynamic_leaves(args, str)
+    return spec.signature, tuple((np.shape(x), str(getattr(x, "dtype", np.result_type(x))))
+                                 for x in leaves)
 
 
 class Compiled:

@@ -14,7 +14,8 @@ from .analysis.cost import Cost, graph_cost
 from .analysis.memory import MemoryPlan, plan
 from .backends import reference, registry
 from .backends.result import RunResult
-from .frontend.jax import Traced, leaf_array, trace
+from .frontend.arguments import ArgumentMismatch
+from .frontend.jax import Traced, trace
 from .ir.graph import Graph
 from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
@@ -90,12 +91,12 @@ class Trace:
         raise KeyError(f"no stage named {key!r}; stages: {names}")
 
     def flat_args(self, args: tuple[Any, ...]) -> list[np.ndarray]:
-        leaves, tree = jax.tree_util.tree_flatten(args)
-        if tree != self.traced.in_tree:
-            raise reference.ArgumentError(
-                f"{self.name} was traced with arguments shaped like {self.traced.in_tree}, "
-                f"got {tree}")
-        return [leaf_array(x) for x in leaves]
+        """The graph's parameters from arguments like the traced ones (static leaves must
+        equal the traced ones; typed PRNG keys become their key data)."""
+        try:
+            return self.traced.flat_args(args)
+        except ArgumentMismatch as e:
+            raise reference.ArgumentError(f"{self.name}: {e}") from None
 
     def run(self, *args: Any, backend: str | None = None, stage: int | str = -1) -> RunResult:
         """Run one stage on `args` (default: the traced example arguments) on a registered

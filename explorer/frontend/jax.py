@@ -7,6 +7,7 @@ as "In[3]", not as the kernel's temporary file).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import linecache
@@ -21,12 +22,14 @@ from jax._src import source_info_util
 
 from ..ir import dtypes
 from ..ir.builder import GraphBuilder
-from ..ir.graph import Graph, Source, TensorType
+from ..ir.graph import Graph, Source, TensorType, TupleType
+from ..ir.opaque import JaxImpl
 from ..ir.ops import OPS, OpError
+from .arguments import ArgSpec, ArgumentMismatch, host_value, is_key
 
 # Primitives that wrap a sub-jaxpr which we inline, and the params that may hold it.
 _INLINE = {"pjit", "jit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
-           "remat", "checkpoint", "closed_call", "core_call", "custom_lin"}
+           "remat", "remat2", "checkpoint", "closed_call", "core_call", "custom_lin"}
 _SUBJAXPR_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 # Primitives that are the identity on values.
 _IDENTITY = {"stop_gradient", "optimization_barrier", "reduce_precision"}
@@ -66,43 +69,66 @@ class Traced:
     out_tree: Any
     arg_names: tuple[str, ...]
     fn_name: str
+    args: ArgSpec | None = None  # which leaves are traced and the static ones (None: all traced)
+    static_names: tuple[str, ...] = ()  # the static leaves' names, as arg_names
+
+    def flat_args(self, args: Sequence[Any]) -> list[np.ndarray]:
+        """The graph's parameters from arguments like the traced ones."""
+        spec = self.args or ArgSpec.of(args)
+        if self.args is None and spec.tree != self.in_tree:
+            raise ArgumentMismatch(f"the arguments are shaped like {spec.tree}, but the function "
+                                   f"was traced with arguments shaped like {self.in_tree}")
+        return [host_value(x) for x in spec.dynamic_leaves(args, lambda k: self.static_names[k])]
 
 
 def trace(fn: Callable[..., Any], *args: Any) -> Traced:
-    """Trace `fn(*args)` into a Graph. Arguments may be pytrees of arrays and numbers."""
+    """Trace `fn(*args)` into a Graph. Arguments may be pytrees: array leaves are traced, the
+    others are static (frontend/arguments.py)."""
     fn_name = getattr(fn, "__name__", type(fn).__name__)
-    leaves_with_paths, in_tree = jax.tree_util.tree_flatten_with_path(args)
-    names = _arg_names(fn, leaves_with_paths)
-    for (_, leaf), name in zip(leaves_with_paths, names):
-        if not _is_array_like(leaf):
-            raise TraceError(
-                f"argument {name} of {fn_name} is a {type(leaf).__name__}: gambit-explorer "
-                f"traces arrays, so pass a NumPy/JAX array or a Python number there")
+    spec = ArgSpec.of(args)
+    names = arg_names(fn, spec.paths)
+    flat_fn = spec.closed(fn)
+    dynamic = spec.dynamic_leaves(args, str)
     try:
-        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*dynamic)
     except TraceError:
         raise
     except Exception as e:  # JAX's own error (shapes, dtypes) raised inside the user's code
         raise TraceError(f"tracing {fn_name} failed: {type(e).__name__}: {_first_line(e)}"
-                         f"{_user_location(e)}") from e
+                         f"{_user_location(e)}{_static_hint(e)}") from e
     out_tree = jax.tree_util.tree_structure(out_shape)
     b = GraphBuilder(name=_sanitize(fn_name))
     env: dict[Any, int] = {}
     for var, name in zip(closed.jaxpr.invars, names):
         env[var] = b.param(_aval_type(var.aval), name)
     for var, const in zip(closed.jaxpr.constvars, closed.consts):
-        env[var] = b.constant(leaf_array(const))
+        env[var] = _constant(b, const)
     _emit(b, closed.jaxpr, env)
     outputs = [_read(b, env, v) for v in closed.jaxpr.outvars]
-    return Traced(b.build(outputs), in_tree, out_tree, tuple(names), fn_name)
+    return Traced(b.build(outputs), spec.tree, out_tree, tuple(names), fn_name, spec,
+                  tuple(arg_names(fn, spec.static_paths)))
+
+
+def _static_hint(e: BaseException) -> str:
+    if isinstance(e, jax.errors.TracerBoolConversionError | jax.errors.ConcretizationTypeError):
+        return (". A value the function branches on in Python is traced: pass it as a Python "
+                "bool or inside a container (static, as equinox.filter_jit treats it), or "
+                "use lax.cond")
+    return ""
+
+
+def _constant(b: GraphBuilder, value: Any, source: Source | None = None) -> int:
+    return b.constant(host_value(value), source=source)
 
 
 def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None = None) -> None:
     """Translate `jaxpr`'s equations; `outer` is the call site of an inlined sub-jaxpr, the
     source of inner equations whose own traceback has no user frame (a cached library jit)."""
+    base = outer.scope if outer is not None else ""
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        source = _source(eqn) or outer
+        scope = _join(base, _scope_of(eqn))
+        source = _scoped(_source(eqn) or outer, scope)
         ins = [_read(b, env, v, source) for v in eqn.invars]
         if name in _IDENTITY:
             for o, i in zip(eqn.outvars, ins):
@@ -110,16 +136,19 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
             continue
         if name in _INLINE:
             sub = next((eqn.params[p] for p in _SUBJAXPR_PARAMS if p in eqn.params), None)
-            if sub is None:
-                raise _unsupported(eqn, name, source)
+            if sub is None:  # a call we cannot open: it still runs, as an opaque node
+                for o, nid in zip(eqn.outvars, _opaque(b, eqn, ins, source), strict=True):
+                    env[o] = nid
+                continue
             inner = getattr(sub, "jaxpr", sub)
             consts = getattr(sub, "consts", ())
             sub_env: dict[Any, int] = dict(zip(inner.invars, ins))
             for var, c in zip(inner.constvars, consts):
-                sub_env[var] = b.constant(leaf_array(c), source=source)
-            _emit(b, inner, sub_env, source)
+                sub_env[var] = _constant(b, c, source)
+            call_site = _scoped(source, _join(scope, _call_name(eqn, sub)))
+            _emit(b, inner, sub_env, call_site)
             for o, v in zip(eqn.outvars, inner.outvars):
-                env[o] = _read(b, sub_env, v, source)
+                env[o] = _read(b, sub_env, v, call_site)
             continue
         outs = HANDLERS[name](b, eqn, ins, source) if name in HANDLERS else None
         if outs is not None:  # a handler returns None to leave an equation to its row
@@ -128,13 +157,17 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
                 env[o] = nid
             continue
         op = _RENAME.get(name, name)
-        if op not in OPS or OPS[op].sample is None:  # accept only rows checked against JAX
-            raise _unsupported(eqn, name, source)
+        if op not in OPS or OPS[op].sample is None or _on_keys(eqn):  # a checked row, or opaque
+            for o, nid in zip(eqn.outvars, _opaque(b, eqn, ins, source), strict=True):
+                env[o] = nid
+            continue
         attrs = {k: _convert(eqn.params[k]) for k in OPS[op].attrs if k in eqn.params}
         try:
             nid = b.add(op, ins, attrs, source)
-        except OpError as e:
-            raise TraceError(f"{name} at {source}: {e}") from None
+        except OpError:  # a form of the primitive our row does not take: JAX runs it
+            for o, nid in zip(eqn.outvars, _opaque(b, eqn, ins, source), strict=True):
+                env[o] = nid
+            continue
         typ = b.type_of(nid)
         if len(eqn.outvars) == 1:
             _check_type(eqn.outvars[0], typ, name, source)
@@ -156,9 +189,96 @@ def jaxpr_to_graph(closed: Any, name: str, outer: Source | None = None) -> Graph
     for k, var in enumerate(inner.invars):
         env[var] = b.param(_aval_type(var.aval), f"arg{k}")
     for var, c in zip(inner.constvars, consts):
-        env[var] = b.constant(leaf_array(c), source=outer)
+        env[var] = _constant(b, c, outer)
     _emit(b, inner, env, outer)
     return b.build([_read(b, env, v, outer) for v in inner.outvars])
+
+
+def _opaque(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    """A primitive without a row: an `opaque` node that runs through JAX (ir/opaque.py)."""
+    in_avals = tuple(v.aval for v in eqn.invars)
+    out_avals = tuple(v.aval for v in eqn.outvars)
+    types = tuple(_aval_type(a) for a in out_avals)
+    multiple = eqn.primitive.multiple_results
+    typ = TupleType(types) if multiple else types[0]
+    impl = JaxImpl(eqn.primitive, eqn.params, in_avals, out_avals)
+    attrs = {"opcode": eqn.primitive.name, "text": _params_text(eqn.params), "type": str(typ),
+             "impl": impl}
+    try:
+        nid = b.add("opaque", ins, attrs, source)
+    except OpError as e:
+        raise TraceError(f"{eqn.primitive.name} at {source}: {e}") from None
+    if not multiple:
+        return [nid]
+    return [b.add("get_tuple_element", [nid], {"index": k}, source) for k in range(len(types))]
+
+
+def _on_keys(eqn: Any) -> bool:
+    """Whether the equation moves typed PRNG keys (held as key data, so a row's shape
+    attributes would be off by the key's trailing dimensions): JAX runs those."""
+    return any(is_key(getattr(v, "aval", None)) for v in (*eqn.invars, *eqn.outvars))
+
+
+def _params_text(params: dict[str, Any], limit: int = 240) -> str:
+    """The primitive's parameters, one short line (sub-jaxprs as their equation counts)."""
+    parts = []
+    for k, v in params.items():
+        inner = getattr(v, "jaxpr", v)
+        if hasattr(inner, "eqns"):
+            text = f"<jaxpr: {len(inner.eqns)} equations>"
+        else:
+            text = " ".join(repr(v).split())
+            text = text if len(text) <= 60 else text[:57] + "..."
+        parts.append(f"{k}={text}")
+    out = ", ".join(parts)
+    return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- named scopes
+
+
+def _scope_of(eqn: Any) -> str:
+    """JAX's name stack of an equation (named scopes, flax/equinox module names) without the
+    transformations' wrappers: `jvp(outer)` is `outer`, `transpose(jvp(outer))` is
+    `outer (transpose)`, the backward pass of `outer`."""
+    parts = []
+    for element in str(eqn.source_info.name_stack).split("/"):
+        name, transposed = element, False
+        while "(" in name and name.endswith(")"):
+            head, _, rest = name.partition("(")
+            transposed = transposed or head == "transpose"
+            name = rest[:-1]
+        if name and not (parts and parts[-1].split(" (")[0] == name):  # block (transpose)/block
+            parts.append(f"{name} (transpose)" if transposed else name)
+    return "/".join(parts)
+
+
+def _call_name(eqn: Any, sub: Any) -> str:
+    """The name a call-like primitive gives its body: the jitted function's name, the custom
+    derivative's function, `checkpoint` for remat."""
+    name = eqn.params.get("name")
+    if not name:
+        info = getattr(getattr(sub, "jaxpr", sub), "debug_info", None)
+        name = getattr(info, "func_name", None)
+    if eqn.primitive.name in ("remat", "remat2", "checkpoint"):
+        name = f"checkpoint({name})" if name and name != "<lambda>" else "checkpoint"
+    return "" if not name or name == "<lambda>" or name.startswith("_") else str(name)
+
+
+def _join(outer: str, inner: str) -> str:
+    if not inner:
+        return outer
+    if not outer:
+        return inner
+    if outer.rsplit("/", 1)[-1] == inner.split("/", 1)[0]:  # relu's custom_jvp around relu's jit
+        inner = inner.split("/", 1)[1] if "/" in inner else ""
+    return f"{outer}/{inner}" if inner else outer
+
+
+def _scoped(source: Source | None, scope: str) -> Source | None:
+    if source is None:
+        return Source("", 0, "", scope=scope) if scope else None
+    return source if source.scope == scope else dataclasses.replace(source, scope=scope)
 
 
 def _read(b: GraphBuilder, env: dict[Any, int], v: Any, source: Source | None = None) -> int:
@@ -174,19 +294,11 @@ def _check_type(var: Any, typ: Any, prim: str, source: Source | None) -> None:
 
 
 def _aval_type(aval: Any) -> TensorType:
-    if is_key(aval):  # a typed PRNG key is its key data (ir/ops_random.py)
-        return TensorType((*aval.shape, *aval.dtype._impl.key_shape), "u32")
+    """An abstract value's type; a typed PRNG key array is held as its key data (u32[..., 2]
+    for threefry), the array `jax.random.key_data` gives."""
+    if is_key(aval):
+        return TensorType(tuple(aval.shape) + tuple(aval.dtype._impl.key_shape), "u32")
     return TensorType(tuple(aval.shape), dtypes.from_numpy(aval.dtype))
-
-
-def leaf_array(x: Any) -> np.ndarray:
-    """An argument or constant as the array our IR holds: a typed key array as its key data."""
-    return np.asarray(jax.random.key_data(x) if is_key(x) else x)
-
-
-def is_key(aval: Any) -> bool:
-    """Whether an abstract value is an array of typed PRNG keys (`jax.random.key`)."""
-    return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
 
 
 def _convert(v: Any) -> Any:
@@ -215,10 +327,18 @@ def _convert(v: Any) -> Any:
 
 
 def _source(eqn: Any) -> Source | None:
-    frame = source_info_util.user_frame(eqn.source_info.traceback)
-    if frame is None:
+    """The user's line: the innermost frame outside JAX and installed libraries (equinox,
+    flax, optax), else the innermost frame outside JAX. A library's modules show as the
+    node's scope instead."""
+    frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+    if not frames:
         return None
+    frame = next((f for f in frames if not _in_library(f.file_name)), frames[0])
     return _make_source(frame.file_name, frame.start_line, frame.function_name)
+
+
+def _in_library(file: str) -> bool:
+    return "site-packages" in file or "dist-packages" in file
 
 
 def _make_source(file: str, line: int, function: str) -> Source:
@@ -270,19 +390,15 @@ def _first_line(e: BaseException) -> str:
 # ---------------------------------------------------------------- arguments
 
 
-def _is_array_like(x: Any) -> bool:
-    if isinstance(x, bool | int | float | np.ndarray | np.generic | jax.Array):
-        return not (isinstance(x, np.ndarray) and x.dtype == object)
-    return hasattr(x, "shape") and hasattr(x, "dtype")
-
-
-def _arg_names(fn: Callable[..., Any], leaves: Sequence[tuple[Any, Any]]) -> list[str]:
+def arg_names(fn: Callable[..., Any] | None, paths: Sequence[Any]) -> list[str]:
+    """`x`, `params['w']`, `model.layers[0].weight`: each leaf named by the parameter it came
+    through and its path inside that argument."""
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = list(inspect.signature(fn).parameters.values()) if fn is not None else []
     except (TypeError, ValueError):
         params = []
     names = []
-    for path, _ in leaves:
+    for path in paths:
         idx = path[0].idx
         if idx < len(params) and params[idx].kind in (params[idx].POSITIONAL_ONLY,
                                                       params[idx].POSITIONAL_OR_KEYWORD):

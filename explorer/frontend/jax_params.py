@@ -17,28 +17,31 @@ from ..ir.builder import GraphBuilder
 from ..ir.graph import Source
 from ..ir.ops import OpError
 from ..ir.ops_indexing import GATHER_DIMS, SCATTER_DIMS, mode_name
-from .jax import TraceError, _convert, _unsupported, handles, is_key
+from .arguments import is_key
+from .jax import _convert, _opaque, handles
 
 
 def add_row(b: GraphBuilder, eqn: Any, op: str, ins: list[int], attrs: dict[str, Any],
             source: Source | None) -> list[int]:
-    """One node of row `op`, and a get_tuple_element per result when it has several."""
+    """One node of row `op`, and a get_tuple_element per result when it has several (an
+    opaque node running the primitive through JAX if the row refuses this form)."""
     try:
         nid = b.add(op, ins, attrs, source)
-    except OpError as e:
-        raise TraceError(f"{eqn.primitive.name} at {source}: {e}") from None
+    except OpError:  # a form of the primitive our row does not take: JAX runs it
+        return _opaque(b, eqn, ins, source)
     if len(eqn.outvars) == 1:
         return [nid]
     return [b.add("get_tuple_element", [nid], {"index": k}, source)
             for k in range(len(eqn.outvars))]
 
 
-def _flags(eqn: Any, source: Source | None) -> dict[str, Any]:
+def _flags(eqn: Any) -> dict[str, Any] | None:
+    """Mode and hints; None for a mode we have no row form of (one_hot): JAX runs those."""
     p = eqn.params
     try:
         mode = mode_name(p["mode"])
     except OpError:
-        raise _unsupported(eqn, f"{eqn.primitive.name} in mode {p['mode']}", source) from None
+        return None
     return {"mode": mode, "indices_are_sorted": bool(p["indices_are_sorted"]),
             "unique_indices": bool(p["unique_indices"])}
 
@@ -73,9 +76,8 @@ def _platform(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) 
     platforms = list(eqn.params["platforms"])
     pick = next((k for k, p in enumerate(platforms) if p is not None and "cpu" in p),
                 next((k for k, p in enumerate(platforms) if p is None), None))
-    if pick is None:
-        raise _unsupported(eqn, f"platform_index over {platforms} (no CPU or default branch)",
-                           source)
+    if pick is None:  # no CPU or default branch: JAX picks one when it runs
+        return _opaque(b, eqn, ins, source)
     return [b.constant(np.asarray(pick, np.int32), source=source)]
 
 
@@ -85,10 +87,12 @@ def _gather(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) ->
         from .jax_random import key_shape_op
 
         return key_shape_op(b, eqn, ins, source)
-    p = eqn.params
+    p, flags = eqn.params, _flags(eqn)
+    if flags is None:
+        return _opaque(b, eqn, ins, source)
     dn = p["dimension_numbers"]
     attrs = {"slice_sizes": _convert(p["slice_sizes"]),
-             **{k: _convert(getattr(dn, k)) for k in GATHER_DIMS}, **_flags(eqn, source),
+             **{k: _convert(getattr(dn, k)) for k in GATHER_DIMS}, **flags,
              "fill_value": _fill(p["fill_value"])}
     return add_row(b, eqn, "gather", ins, attrs, source)
 
@@ -96,13 +100,13 @@ def _gather(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) ->
 @handles("scatter", "scatter-add", "scatter_add", "scatter-mul", "scatter_mul", "scatter-min",
          "scatter_min", "scatter-max", "scatter_max")
 def _scatter(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
-    name = eqn.primitive.name
-    p = eqn.params
-    if name == "scatter" and p.get("update_jaxpr") is not None:
-        # `x.at[i].apply(f)`: a scatter combining with a function of its own
-        raise _unsupported(eqn, f"{name} with an update function", source)
+    name, p, flags = eqn.primitive.name, eqn.params, _flags(eqn)
+    if flags is None or is_key(eqn.outvars[0].aval) or (
+            name == "scatter" and p.get("update_jaxpr") is not None):
+        # a mode without a row form, keys, or `x.at[i].apply(f)` (a combiner of its own)
+        return _opaque(b, eqn, ins, source)
     dn = p["dimension_numbers"]
-    attrs = {**{k: _convert(getattr(dn, k)) for k in SCATTER_DIMS}, **_flags(eqn, source)}
+    attrs = {**{k: _convert(getattr(dn, k)) for k in SCATTER_DIMS}, **flags}
     return add_row(b, eqn, name.replace("_", "-"), ins, attrs, source)
 
 
@@ -111,7 +115,7 @@ def _select(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) ->
     p = dict(eqn.params)
     prim = p.pop("select_prim")
     if prim.name not in ("ge", "le"):
-        raise _unsupported(eqn, f"{eqn.primitive.name} selecting by {prim.name}", source)
+        return _opaque(b, eqn, ins, source)
     attrs = {"select_prim": prim.name, **{k: _convert(v) for k, v in p.items()}}
     return add_row(b, eqn, eqn.primitive.name, ins, attrs, source)
 

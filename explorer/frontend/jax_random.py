@@ -5,7 +5,8 @@ A key is its key data (ir/ops_random.py): a `key<fry>[*S]` value is a u32[*S, 2]
 identity; `random_seed/bits/split/fold_in` become their rows; and a shape op on typed keys
 (unpacking `k1, k2 = jax.random.split(k)` slices and squeezes a key array) becomes the same op
 on the key data, its attributes extended over the trailing key-data dimension. Keys of an
-implementation other than threefry2x32 are refused with a clear message.
+implementation other than threefry2x32, and shape ops we do not map, run through JAX as
+opaque nodes.
 """
 
 from __future__ import annotations
@@ -17,29 +18,31 @@ import numpy as np
 from ..ir.builder import GraphBuilder
 from ..ir.graph import Source, TensorType
 from ..ir.ops_random import KEY_WORDS
-from .jax import _convert, _unsupported, handles, is_key
+from .arguments import is_key
+from .jax import _convert, _opaque, handles
 from .jax_params import add_row
 
 
-def _check_impl(eqn: Any, source: Source | None, impl: Any = None) -> None:
+def _threefry(eqn: Any, impl: Any = None) -> bool:
+    """Whether the equation's keys are threefry2x32 keys (others run through JAX, opaque)."""
     if impl is None:
         keys = [v.aval for v in (*eqn.invars, *eqn.outvars) if is_key(v.aval)]
         impl = keys[0].dtype._impl if keys else None
     name = getattr(impl, "name", str(impl))
-    if "threefry" not in name and name != "fry":
-        raise _unsupported(eqn, f"{eqn.primitive.name} with PRNG implementation {name} "
-                                f"(only threefry2x32 keys are first-class)", source)
+    return "threefry" in name or name == "fry"
 
 
 @handles("random_wrap", "random_unwrap", "random_clone", "random_clone_p")
 def _identity(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
-    _check_impl(eqn, source, eqn.params.get("impl"))
+    if not _threefry(eqn, eqn.params.get("impl")):
+        return _opaque(b, eqn, ins, source)
     return [ins[0]]
 
 
 @handles("random_seed", "random_bits", "random_split", "random_fold_in")
 def _random(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
-    _check_impl(eqn, source, eqn.params.get("impl"))
+    if not _threefry(eqn, eqn.params.get("impl")):
+        return _opaque(b, eqn, ins, source)
     attrs = {k: _convert(v) for k, v in eqn.params.items() if k != "impl"}
     return add_row(b, eqn, eqn.primitive.name, ins, attrs, source)
 
@@ -48,8 +51,9 @@ def _random(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) ->
 
 
 def _key_attrs(eqn: Any, b: GraphBuilder, ins: list[int], source: Source | None
-               ) -> tuple[list[int], dict[str, Any]]:
-    """The op's inputs and attributes over key data: one more (trailing) dimension."""
+               ) -> tuple[list[int], dict[str, Any]] | None:
+    """The op's inputs and attributes over key data: one more (trailing) dimension (None
+    for a form we do not map)."""
     name, p = eqn.primitive.name, {k: _convert(v) for k, v in eqn.params.items()}
     rank = len(eqn.outvars[0].aval.shape)
     if name == "slice":
@@ -93,7 +97,7 @@ def _key_attrs(eqn: Any, b: GraphBuilder, ins: list[int], source: Source | None
                      "mode": mode_name(eqn.params["mode"]), "fill_value": None,
                      "indices_are_sorted": p["indices_are_sorted"],
                      "unique_indices": p["unique_indices"]}
-    raise _unsupported(eqn, f"{name} on typed PRNG keys", source)
+    return None
 
 
 KEY_SHAPE_OPS = ("slice", "squeeze", "expand_dims", "rev", "broadcast_in_dim", "transpose",
@@ -111,7 +115,11 @@ def _on_keys(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -
 
 def key_shape_op(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     """A shape op on typed keys as the same op on their key data."""
-    _check_impl(eqn, source)
-    ins, attrs = _key_attrs(eqn, b, ins, source)
+    if not _threefry(eqn):
+        return _opaque(b, eqn, ins, source)
+    keyed = _key_attrs(eqn, b, ins, source)
+    if keyed is None:
+        return _opaque(b, eqn, ins, source)
+    ins, attrs = keyed
     op = {"copy_p": "copy"}.get(eqn.primitive.name, eqn.primitive.name)
     return add_row(b, eqn, op, ins, attrs, source)

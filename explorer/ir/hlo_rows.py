@@ -39,13 +39,24 @@ def type_from_text(text: str) -> Type:
     return TensorType(tuple(int(d) for d in m.group(2).split(",") if d), m.group(1))
 
 
-def _opaque_ref(*args: Any, opcode: str = "?", **attrs: Any) -> Any:
-    raise OpError(f"HLO op {opcode!r} was imported as an opaque node and cannot be evaluated")
+def _opaque_ref(*args: Any, opcode: str = "?", impl: Any = None, **attrs: Any) -> Any:
+    if impl is None:
+        raise OpError(f"HLO op {opcode!r} was imported as an opaque node and cannot be evaluated")
+    return impl(*args)
 
 
-# attrs: opcode (HLO's name), text (the instruction as XLA printed it), type (our type's text).
-_add(OpDef("opaque", OpKind.OTHER, None, ("opcode", "text", "type"),
-           lambda ts, a: type_from_text(a["type"]), _opaque_ref, _no_flops))
+def _opaque_jax(*args: Any, opcode: str = "?", impl: Any = None, **attrs: Any) -> Any:
+    if impl is None:
+        raise OpError(f"HLO op {opcode!r} was imported as an opaque node and has no JAX lowering")
+    return impl.bind(*args)
+
+
+# attrs: opcode (HLO's or JAX's primitive name), text (the instruction as XLA printed it, or
+# the primitive's parameters), type (our type's text) and, for a JAX primitive without a row
+# (frontend/jax.py), `impl` (ir/opaque.py): what every backend runs it with.
+_add(OpDef("opaque", OpKind.OTHER, None, ("opcode", "text", "type", "impl"),
+           lambda ts, a: type_from_text(a["type"]), _opaque_ref, _no_flops, _opaque_jax,
+           optional=("impl",)))
 _add(OpDef("tuple", OpKind.SHAPE, None, (), lambda ts, a: TupleType(tuple(_tensor(t, "tuple element")
                                                                      for t in ts)),
            lambda *xs: tuple(xs), _no_flops))

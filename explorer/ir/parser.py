@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, opaque
 from .graph import Attrs, Graph, Literal, Node, Source, TensorType, TupleType, Type
 
 
@@ -203,6 +203,12 @@ def _value(t: _Tokens) -> Any:
             return _literal(t)
         if text == "graph":
             return _graph(t)
+        if text == "jax":  # an opaque node's JAX primitive: jax<"name:N"> (ir/opaque.py)
+            t.next()
+            t.expect("<")
+            token = json.loads(t.expect_kind("str", "a primitive token string"))
+            t.expect(">")
+            return opaque.lookup(token)
         raise t.error("expected an attribute value")
     if t.accept("("):
         items: list[Any] = []

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from .graph import Graph, Literal, Node
+from .opaque import OpaqueImpl
 
 # Literals with more elements than this print as base64 of their bytes.
 INLINE_LITERAL_LIMIT = 16
@@ -38,6 +39,8 @@ def format_value(v: Any, indent: str = "") -> str:
         return _fmt_literal(v)
     if isinstance(v, Graph):
         return print_graph(v, indent)
+    if isinstance(v, OpaqueImpl):
+        return f"jax<{json.dumps(v.token)}>"
     raise TypeError(f"cannot print attribute value {v!r} of type {type(v).__name__}")
 
 

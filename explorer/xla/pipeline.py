@@ -16,8 +16,9 @@ from typing import Any
 
 import jax
 
+from ..frontend.arguments import ArgSpec
 from ..frontend.hlo_graph import NodeIds, from_hlo
-from ..frontend.jax import Traced
+from ..frontend.jax import Traced, arg_names
 from ..passes.base import PassReport
 from ..trace import Stage, Trace
 from .dumps import DumpFile, module_body, read_dump
@@ -32,7 +33,8 @@ class XlaCompilation:
     dumps: tuple[DumpFile, ...]
     memory: Any  # compiled.memory_analysis(): CompiledMemoryStats, or None
     cost: dict[str, float]  # compiled.cost_analysis(): "flops", "bytes accessed", ...
-    in_tree: Any
+    args: ArgSpec  # the traced and static leaves of the arguments
+    fn: Callable[..., Any]
     out_tree: Any
 
     @property
@@ -46,13 +48,14 @@ def compile_with_dumps(fn: Callable[..., Any], *args: Any, backend: str = "cpu")
         device = jax.devices(backend)[0]
     except RuntimeError as e:
         raise ValueError(f"no {backend!r} device for XLA to compile for: {e}") from None
-    in_tree = jax.tree_util.tree_structure(args)
-    placed = jax.device_put(args, device)
-    out_tree = jax.tree_util.tree_structure(jax.eval_shape(fn, *args))
+    spec = ArgSpec.of(args)  # static leaves (functions, config) are closed over, as we trace
+    flat_fn, dynamic = spec.closed(fn), spec.dynamic_leaves(args, str)
+    placed = jax.device_put(dynamic, device)
+    out_tree = jax.tree_util.tree_structure(jax.eval_shape(flat_fn, *dynamic))
     with tempfile.TemporaryDirectory(prefix="gambit-xla-") as folder:
         options = {"xla_dump_to": folder, "xla_dump_hlo_pass_re": ".*",
                    "xla_dump_hlo_as_text": True}
-        compiled = jax.jit(fn).lower(*placed).compile(compiler_options=options)
+        compiled = jax.jit(flat_fn).lower(*placed).compile(compiler_options=options)
         dumps = read_dump(folder)
     try:
         memory = compiled.memory_analysis()
@@ -62,7 +65,7 @@ def compile_with_dumps(fn: Callable[..., Any], *args: Any, backend: str = "cpu")
     if isinstance(cost, list):  # older JAX: one dict per device
         cost = cost[0] if cost else {}
     name = getattr(fn, "__name__", type(fn).__name__)
-    return XlaCompilation(name, backend, tuple(dumps), memory, dict(cost), in_tree, out_tree)
+    return XlaCompilation(name, backend, tuple(dumps), memory, dict(cost), spec, fn, out_tree)
 
 
 def xla_pipeline(fn: Callable[..., Any], *args: Any, backend: str = "cpu") -> Trace:
@@ -102,5 +105,6 @@ def trace_of(comp: XlaCompilation, args: tuple[Any, ...]) -> Trace:
         stages.append(Stage(name, g, PassReport(changed=body != previous, notes=tuple(notes))))
         previous = body
     names = tuple(str(p.attrs.get("name", "")) for p in graph.param_nodes)
-    traced = Traced(graph, comp.in_tree, comp.out_tree, names, comp.fn_name)
+    traced = Traced(graph, comp.args.tree, comp.out_tree, names, comp.fn_name, comp.args,
+                    tuple(arg_names(comp.fn, comp.args.static_paths)))
     return Trace(traced, stages, tuple(args))
