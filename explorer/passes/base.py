@@ -30,7 +30,8 @@ class Pass(Protocol):
 
 @dataclass(frozen=True)
 class RewritePass:
-    """A pass that applies `rules` to a fixed point. `prune` drops the nodes it made dead."""
+    """A pass that applies `rules` to a fixed point, inside control-flow bodies too (see
+    passes/bodies.py). `prune` drops the nodes it made dead."""
 
     name: str
     rules: tuple[Rule, ...]
@@ -42,7 +43,9 @@ class RewritePass:
         object.__setattr__(self, "prune", prune)
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = rewrite(graph, self.rules, prune=self.prune)
+        from .bodies import descend  # (bodies imports nothing from passes: no cycle)
+
+        out, log = descend(graph, lambda g: rewrite(g, self.rules, prune=self.prune))
         return out, PassReport(changed=out is not graph, rewrites=tuple(log))
 
 
