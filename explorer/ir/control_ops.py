@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from .graph import Attrs, Graph, Node, TensorType, TupleType, Type
-from .ops import OPS, OpDef, OpError, _add
-from .region_ops import _region_ref
+from .ops import OpDef, OpError, _add
+from .region_ops import _region_ref, graph_flops
 from .traits import OpKind
 
 # Region ops whose bodies are the user's program, which passes rewrite in place (a pass's
@@ -64,14 +64,6 @@ def body_path(n: Node, key: BodyKey) -> str:
     """'%7.body' or '%7.branches[1]': where a body sits, for logs and messages."""
     attr, index = key
     return f"%{n.id}.{attr}" + ("" if index is None else f"[{index}]")
-
-
-def graph_flops(g: Graph) -> int:
-    total = 0
-    for n in g.nodes:
-        if OPS[n.op].kind != OpKind.SOURCE:
-            total += OPS[n.op].flops([g[i].type for i in n.inputs], n.type, n.attrs)
-    return total
 
 
 def combine_bodies(op: str, attrs: Mapping[str, object], per_body: Callable[[Graph], int]) -> int:

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import dtypes
-from .control_ops import combine_bodies, graph_flops
+from .control_ops import combine_bodies
 from .graph import Attrs, TensorType, TupleType, Type
 from .ops import OpDef, OpError, _add, _no_flops, _tensor
-from .region_ops import _region_infer, _region_ref, region_flops, region_result
+from .region_ops import _region_infer, _region_ref, graph_flops, region_flops, region_result
 from .traits import OpKind
 
 # Ops whose operands may be tuples (infer_type checks that all other ops read tensors).
