@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from ..ir.graph import Graph
 from ..ir.rewrite import Rewrite, Rule, rewrite
+from .bodies import descend
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,6 @@ class RewritePass:
         object.__setattr__(self, "prune", prune)
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        from .bodies import descend  # (bodies imports nothing from passes: no cycle)
-
         out, log = descend(graph, lambda g: rewrite(g, self.rules, prune=self.prune))
         return out, PassReport(changed=out is not graph, rewrites=tuple(log))
 
