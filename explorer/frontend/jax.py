@@ -412,3 +412,6 @@ def arg_names(fn: Callable[..., Any] | None, paths: Sequence[Any]) -> list[str]:
 def _sanitize(name: str) -> str:
     clean = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
     return clean if clean and (clean[0].isalpha() or clean[0] == "_") else f"f_{clean}"
+
+
+from . import jax_control  # noqa: E402, F401  (registers the control-flow handlers)

@@ -1118,6 +1118,7 @@ def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
 
 # The rows of region ops and of imported HLO, registered by their modules (which read the
 # helpers above), and the names other modules import from here.
+from .control_ops import CONTROL_FLOW  # noqa: E402, I001
 from .hlo_rows import TUPLE_OPERANDS, type_from_text  # noqa: E402
 from .region_ops import (  # noqa: E402
     LOOP_ACCUMULATE,
@@ -1127,7 +1128,8 @@ from .region_ops import (  # noqa: E402
 )
 
 __all__ = [
-    "LOOP_ACCUMULATE", "MONOID_REDUCTIONS", "OPS", "TUPLE_OPERANDS", "OpDef", "OpError",
+    "CONTROL_FLOW", "LOOP_ACCUMULATE", "MONOID_REDUCTIONS", "OPS", "TUPLE_OPERANDS", "OpDef",
+    "OpError",
     "dot_dims", "get", "infer_type", "loop_param_types", "region_flops", "region_result",
     "type_from_text",
 ]
