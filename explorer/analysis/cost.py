@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.control_ops import CONTROL_FLOW, combine_bodies
 from ..ir.graph import Graph, Node
 from ..ir.ops import OPS
 from ..ir.traits import OpKind, View
@@ -28,15 +29,21 @@ def node_flops(g: Graph, n: Node) -> int:
 
 def node_bytes(g: Graph, n: Node) -> int:
     """Bytes read plus written; sources and views (which only re-index their input) move
-    nothing."""
+    nothing; a control-flow region moves what its bodies move, as often as they run."""
     if OPS[n.op].kind == OpKind.SOURCE or OPS[n.op].view != View.NONE:
         return 0
+    if n.op in CONTROL_FLOW:
+        return combine_bodies(n.op, n.attrs, graph_bytes)
     return sum(g[i].type.nbytes for i in n.inputs) + n.type.nbytes
+
+
+def graph_bytes(g: Graph) -> int:
+    return sum(node_bytes(g, n) for n in g.nodes)
 
 
 def graph_cost(g: Graph) -> Cost:
     return Cost(
         flops=sum(node_flops(g, n) for n in g.nodes),
-        bytes=sum(node_bytes(g, n) for n in g.nodes),
+        bytes=graph_bytes(g),
         peak_bytes=plan(g).peak_bytes,
     )

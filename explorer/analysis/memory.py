@@ -8,7 +8,9 @@ backend's implementation of an op allocates beyond its result is that backend's 
 each backend declares it (`declare_temporaries`, done by the backend registry) and a plan is
 made for one backend's temporaries (the reference interpreter's unless said otherwise).
 Region-aware: a `loop` node's step holds its result buffers plus one iteration's temporaries
-(its body's peak, results included) plus what the backend allocates to merge a chunk.
+(its body's peak, results included) plus what the backend allocates to merge a chunk; a
+control-flow region's step holds its results plus its dearest body's peak (a scan's stacked
+results are allocated once and filled row by row, so one iteration is live at a time).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..ir.control_ops import CONTROL_FLOW, bodies
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS
 from ..ir.traits import View
@@ -87,6 +90,23 @@ def _loop_body_peak(g: Graph, n: Node, contiguous: Mapping[int, bool], ws: Works
     return peak
 
 
+def _control_body_peak(n: Node, ws: Workspace, result_counted: bool) -> int:
+    """What a control-flow region holds beyond its result while a body runs. A `while` or
+    `scan` body makes the new state beside the old one (the region's result buffers, counted
+    by the enclosing plan unless they are the program's outputs, when the old state is still
+    a temporary), so its peak counts its results; a `call` or `conditional` body's results are
+    the region's result, so its peak does not. The dearest body is the one that counts."""
+    loop = n.op in ("while", "scan")
+    peak = max((_plan(body, loop, frozenset(), ws).peak_bytes for _, body in bodies(n)),
+               default=0)
+    if loop and not result_counted:
+        carried = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
+        if n.op == "scan":
+            carried = carried[:n.attrs["num_carry"]]
+        peak += sum(t.nbytes for t in carried)
+    return peak
+
+
 def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
     """buffer owner -> bytes of it that are program outputs (None: all of it). Only some
     elements of a tuple (a loop's or top_k's results) may be outputs."""
@@ -147,6 +167,8 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
         at_step = live + ws(g, n, contiguous)
         if n.op == "loop":
             at_step += _loop_body_peak(g, n, contiguous, ws)
+        elif n.op in CONTROL_FLOW:
+            at_step += _control_body_peak(n, ws, n.id in temps)
         if at_step > peak:
             peak, peak_node = at_step, n.id
         timeline.append(live)

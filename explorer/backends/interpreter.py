@@ -4,16 +4,18 @@
 computing each node from its inputs and dropping every value right after its last use, so
 the live memory follows the program's schedule. Region ops are handled here once: a `kernel`
 or `call` runs its body (unless the backend compiled the kernel), `while` and `conditional`
-run their bodies as the HLO semantics say, and a split `loop` runs its body chunk by chunk and
-folds the chunk results with the combiners of backends/combine.py, written against the
-backend's array namespace `xp`.
+run their bodies as the HLO semantics say, a `scan` runs its body once per row of its scanned
+inputs and writes each iteration's rows into its stacked results, and a split `loop` runs its
+body chunk by chunk and folds the chunk results with the combiners of backends/combine.py,
+written against the backend's array namespace `xp`.
 
 A backend subclasses it and overrides only what differs:
   run_op(node, values)        any op of the table (required)
   run_dot(node, values)       dot_general (default: run_op)
   compile_kernel(node, name)  a fused kernel -> a callable with name/source/seconds, or None
                               to run the kernel's body node by node
-  run_while / run_conditional control flow (JAX lowers them to lax), chunk (slicing)
+  run_while / run_conditional / run_scan
+                              control flow (JAX lowers them to lax), chunk (slicing)
 and, for the executable's side, prepare / execute / run (how it is measured).
 Region bodies get child interpreters of the same class, made once per node.
 """
@@ -26,8 +28,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..ir.control_ops import bodies, scan_groups
 from ..ir.graph import Graph, Node, TupleType
-from .combine import Combiner, chunk_of
+from .combine import Arrays, Combiner, chunk_of
 
 AfterStep = Callable[[Node, object], None]
 
@@ -152,6 +155,23 @@ class Interpreter:
         operands = vals[1 + start:1 + start + len(branches[pick].params)]
         return one_or_tuple(self.child(n, "branches", pick).evaluate(operands))
 
+    def run_scan(self, n: Node, vals: Sequence[Any]) -> Any:
+        """Iteration i reads row i of each scanned input and writes row i of each stacked
+        result (allocated once), so one iteration's temporaries are live at a time."""
+        a = n.attrs
+        body, length, nk = self.child(n), a["length"], a["num_carry"]
+        consts, carry, xs = scan_groups(vals, a)
+        types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
+        arrays = Arrays(self.xp)
+        ys = [arrays.empty(t) for t in types[nk:]]  # type: ignore[arg-type]
+        for step in range(length):
+            i = length - 1 - step if a["reverse"] else step
+            outs = body.evaluate([*consts, *carry, *(x[i, ...] for x in xs)])
+            carry = outs[:nk]
+            ys = [arrays.put(y, 0, i, row[None, ...]) for y, row in zip(ys, outs[nk:])]
+            del outs
+        return one_or_tuple([*carry, *ys])
+
     def run_loop(self, n: Node, vals: Sequence[Any]) -> Any:
         """A split loop: the body on each chunk (the tail body on a shorter last chunk), the
         chunk results folded in as they come, so one iteration's temporaries are live."""
@@ -179,13 +199,13 @@ class Interpreter:
         return out
 
     def compile_bodies(self) -> None:
-        """Make the child interpreters of every region now (so kernels inside loops are
-        compiled and listed before the first run)."""
+        """Make the child interpreters of every region now (so kernels inside loops and
+        control-flow bodies are compiled and listed before the first run)."""
         for n in self.graph.nodes:
-            if n.op == "loop":
-                self.child(n).compile_bodies()
-                if n.attrs.get("tail") is not None:
-                    self.child(n, "tail").compile_bodies()
+            if n.op == "kernel" and n.id in self.kernels:
+                continue
+            for (key, index), _ in bodies(n):
+                self.child(n, key, index or 0).compile_bodies()
 
 
 _REGIONS: dict[str, Callable[[Interpreter, Node, Sequence[Any]], Any]] = {
@@ -194,4 +214,5 @@ _REGIONS: dict[str, Callable[[Interpreter, Node, Sequence[Any]], Any]] = {
     "while": lambda self, n, v: self.run_while(n, v),
     "conditional": lambda self, n, v: self.run_conditional(n, v),
     "loop": lambda self, n, v: self.run_loop(n, v),
+    "scan": lambda self, n, v: self.run_scan(n, v),
 }

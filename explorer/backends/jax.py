@@ -3,7 +3,8 @@ XLA" can be timed against "XLA alone" (jax.jit of the user's function).
 
 It is the interpreter core run on traced JAX values, under `jax.jit`: each op lowers through
 its op-table row's `jax` field. Regions: a `kernel` or `call` body is inlined (XLA re-fuses it
-as it likes); `while` becomes `lax.while_loop` and `conditional` `lax.switch`. A split `loop`
+as it likes); `while` becomes `lax.while_loop`, `conditional` `lax.switch` and `scan`
+`lax.scan` (never unrolled: XLA sees the loop). A split `loop`
 is the core's chunk loop, unrolled while tracing, with each chunk's results combined by
 backends/combine.py on jax.numpy. Being
 unrolled, XLA sees every chunk and may schedule them together, so the loop's memory bound
@@ -22,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..ir.control_ops import scan_groups
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
 from ..options import CompileOptions
@@ -48,6 +50,19 @@ class JaxInterpreter(Interpreter):
         state = jax.lax.while_loop(lambda s: cond.evaluate(s)[0],
                                    lambda s: tuple(body.evaluate(s)), tuple(vals))
         return one_or_tuple(state)
+
+    def run_scan(self, n: Node, vals: Sequence[Any]) -> Any:
+        a, body = n.attrs, self.child(n)
+        consts, carry, xs = scan_groups(vals, a)
+        nk = a["num_carry"]
+
+        def step(c: tuple, x: tuple) -> tuple[tuple, tuple]:
+            outs = body.evaluate([*consts, *c, *x])
+            return tuple(outs[:nk]), tuple(outs[nk:])
+
+        final, ys = jax.lax.scan(step, tuple(carry), tuple(xs), length=a["length"],
+                                 reverse=a["reverse"])
+        return one_or_tuple([*final, *ys])
 
     def run_conditional(self, n: Node, vals: Sequence[Any]) -> Any:
         branches, operands = n.attrs["branches"], list(vals[1:])

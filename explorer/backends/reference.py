@@ -94,6 +94,7 @@ class NumpyInterpreter(Interpreter):
 
     def run(self, args: Sequence[Any]) -> Run:
         prepared = self.prepare(args)
+        self.compile_bodies()  # (region bodies' interpreters: made now, not inside the measure)
         self.warm_up(prepared)
         kernels = self.all_kernels()
         for k in kernels:

@@ -414,6 +414,6 @@ def _sanitize(name: str) -> str:
     return clean if clean and (clean[0].isalpha() or clean[0] == "_") else f"f_{clean}"
 
 
-# Handlers for primitives with JAX-object params (indexing, pooling gradients) and for PRNG
-# keys; they register themselves with `handles`.
-from . import jax_params, jax_random  # noqa: E402, F401
+# Handlers register themselves with `handles`: control flow; primitives with JAX-object
+# params (indexing, pooling gradients); PRNG keys.
+from . import jax_control, jax_params, jax_random  # noqa: E402, F401

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import dtypes
+from .control_ops import combine_bodies
 from .graph import Attrs, TensorType, TupleType, Type
 from .ops import OpDef, OpError, _add, _no_flops, _tensor
-from .region_ops import _region_infer, _region_ref, region_flops, region_result
+from .region_ops import _region_infer, _region_ref, graph_flops, region_flops, region_result
 from .traits import OpKind
 
 # Ops whose operands may be tuples (infer_type checks that all other ops read tensors).
@@ -79,8 +80,9 @@ def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
 
 
 # `while`: attrs cond, body (Graphs over the loop state, one parameter per state element).
-# FLOPs count one trip: the trip count is a run-time value.
-_add(OpDef("while", OpKind.REGION, None, ("cond", "body"), _while_infer, _region_ref, region_flops))
+# FLOPs count one trip (ir/control_ops.combine_bodies): the trip count is a run-time value.
+_add(OpDef("while", OpKind.REGION, None, ("cond", "body"), _while_infer, _region_ref,
+           lambda ins, out, a: combine_bodies("while", a, graph_flops)))
 
 
 def _branch_arity(branches: Sequence[Any]) -> list[int]:
@@ -106,7 +108,7 @@ def _conditional_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
 
 
 def _conditional_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
-    return max(region_flops(ins, out, Attrs({"body": b})) for b in a["branches"])
+    return combine_bodies("conditional", a, graph_flops)
 
 
 # `conditional`: attrs branches (a tuple of Graphs). Inputs: the selector, then each branch's

@@ -1151,8 +1151,7 @@ def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
 
 # The rows of region ops and of imported HLO, registered by their modules (which read the
 # helpers above), and the names other modules import from here.
-# First-class rows of what real models emit, one module per family.
-from . import ops_conv, ops_indexing, ops_linalg, ops_random, ops_window  # noqa: E402, F401
+from .control_ops import CONTROL_FLOW  # noqa: E402, I001
 from .hlo_rows import TUPLE_OPERANDS, type_from_text  # noqa: E402
 from .region_ops import (  # noqa: E402
     LOOP_ACCUMULATE,
@@ -1161,8 +1160,12 @@ from .region_ops import (  # noqa: E402
     region_result,
 )
 
+# First-class rows of what real models emit, one module per family.
+from . import ops_conv, ops_indexing, ops_linalg, ops_random, ops_window  # noqa: E402, F401, I001
+
 __all__ = [
-    "LOOP_ACCUMULATE", "MONOID_REDUCTIONS", "OPS", "TUPLE_OPERANDS", "OpDef", "OpError",
+    "CONTROL_FLOW", "LOOP_ACCUMULATE", "MONOID_REDUCTIONS", "OPS", "TUPLE_OPERANDS", "OpDef",
+    "OpError",
     "dot_dims", "get", "infer_type", "loop_param_types", "region_flops", "region_result",
     "type_from_text",
 ]

@@ -32,13 +32,17 @@ def _region_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
     return region_result(body)
 
 
-def region_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
-    body = a["body"]
+def graph_flops(body: Any) -> int:
+    """The FLOPs of one run of a graph (a region's body), nested regions included."""
     total = 0
     for n in body.nodes:
         if OPS[n.op].kind != OpKind.SOURCE:
             total += OPS[n.op].flops([body[i].type for i in n.inputs], n.type, n.attrs)
     return total
+
+
+def region_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
+    return graph_flops(a["body"])
 
 
 def _region_ref(*args: Any, **attrs: Any) -> Any:

@@ -20,7 +20,8 @@ API (stable; passes in explorer/passes/ build on it):
     splat(node) -> float | int | bool | None       the single value of a constant, if any
     Rule(name, pattern, fn)                         fn(ctx, **captures) -> int | Node | None
     rewrite(graph, rules, *, prune=False, max_firings=None) -> (Graph, list[Rewrite])
-    Rewrite(rule, before, after, source)            one firing (re-exported by passes.base)
+    Rewrite(rule, before, after, source, region="") one firing (re-exported by passes.base);
+                                                    region: the body it happened in
 
     RewriteContext (the `ctx` a replacement gets):
         ctx.root                 the matched root Node
@@ -72,12 +73,17 @@ class RewriteError(RuntimeError):
 
 @dataclass(frozen=True)
 class Rewrite:
-    """One rule firing: which rule, the node ids it replaced and produced, the user's line."""
+    """One rule firing: which rule, the node ids it replaced and produced, the user's line.
+
+    `region` says which body the ids are in: "" for the graph itself, else the path of a
+    control-flow body ("%7.body", "%7.branches[1]", nested as "%7.body/%3.cond"), whose ids
+    are the body's own."""
 
     rule: str
     before: tuple[int, ...]
     after: tuple[int, ...]
     source: str | None = None
+    region: str = ""
 
 
 # ---------------------------------------------------------------- patterns

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .control_ops import bodies, body_path
 from .graph import Graph, TensorType
 from .ops import OPS, OpError, infer_type
 
@@ -35,9 +36,11 @@ def verify(g: Graph) -> Graph:
         if expected != n.type:
             raise VerifyError(
                 f"{where}: {n.describe()} has type {n.type}, but its inputs give {expected}")
-        for v in n.attrs.values():
-            if isinstance(v, Graph):
-                verify(v)
+        for key, body in bodies(n):
+            try:
+                verify(body)
+            except VerifyError as e:
+                raise VerifyError(f"{where}: in {body_path(n, key)}: {e}") from None
     params = [n.id for n in g.nodes if n.op == "parameter"]
     if sorted(params) != sorted(g.params):
         raise VerifyError(f"{where}: params {list(g.params)} do not match parameter nodes {params}")

@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from ..ir.graph import Graph
 from ..ir.rewrite import Rewrite, Rule, rewrite
+from .bodies import descend
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Pass(Protocol):
 
 @dataclass(frozen=True)
 class RewritePass:
-    """A pass that applies `rules` to a fixed point. `prune` drops the nodes it made dead."""
+    """A pass that applies `rules` to a fixed point, inside control-flow bodies too (see
+    passes/bodies.py). `prune` drops the nodes it made dead."""
 
     name: str
     rules: tuple[Rule, ...]
@@ -42,7 +44,7 @@ class RewritePass:
         object.__setattr__(self, "prune", prune)
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = rewrite(graph, self.rules, prune=self.prune)
+        out, log = descend(graph, lambda g: rewrite(g, self.rules, prune=self.prune))
         return out, PassReport(changed=out is not graph, rewrites=tuple(log))
 
 

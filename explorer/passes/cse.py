@@ -18,6 +18,7 @@ from typing import Any
 from ..ir.graph import Graph, Node
 from ..ir.rewrite import Rewrite
 from .base import PassReport
+from .bodies import descend
 
 
 def _key(n: Node) -> tuple[Any, ...]:
@@ -29,23 +30,28 @@ class CSE:
     name: str = "cse"
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        read = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
-        survivor: dict[int, int] = {}  # replaced id -> the earlier equal node's id
-        seen: dict[tuple[Any, ...], int] = {}
-        nodes: list[Node] = []
-        log: list[Rewrite] = []
-        for n in graph.nodes:
-            if any(i in survivor for i in n.inputs):
-                n = replace(n, inputs=tuple(survivor.get(i, i) for i in n.inputs))
-            if n.op != "parameter":
-                first = seen.setdefault(_key(n), n.id)
-                if first != n.id and n.id in read:  # an unread duplicate changes nothing
-                    survivor[n.id] = first  # the duplicate goes; its readers read `first`
-                    log.append(Rewrite("same-value", (n.id,), (first,),
-                                       str(n.source) if n.source else None))
-                    continue
-            nodes.append(n)
-        if not log:
-            return graph, PassReport(changed=False)
-        outputs = tuple(survivor.get(o, o) for o in graph.outputs)
-        return Graph(nodes, graph.params, outputs, graph.name), PassReport(True, tuple(log))
+        out, log = descend(graph, _cse)
+        return out, PassReport(changed=out is not graph, rewrites=tuple(log))
+
+
+def _cse(graph: Graph) -> tuple[Graph, list[Rewrite]]:
+    read = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
+    survivor: dict[int, int] = {}  # replaced id -> the earlier equal node's id
+    seen: dict[tuple[Any, ...], int] = {}
+    nodes: list[Node] = []
+    log: list[Rewrite] = []
+    for n in graph.nodes:
+        if any(i in survivor for i in n.inputs):
+            n = replace(n, inputs=tuple(survivor.get(i, i) for i in n.inputs))
+        if n.op != "parameter":
+            first = seen.setdefault(_key(n), n.id)
+            if first != n.id and n.id in read:  # an unread duplicate changes nothing
+                survivor[n.id] = first  # the duplicate goes; its readers read `first`
+                log.append(Rewrite("same-value", (n.id,), (first,),
+                                   str(n.source) if n.source else None))
+                continue
+        nodes.append(n)
+    if not log:
+        return graph, []
+    outputs = tuple(survivor.get(o, o) for o in graph.outputs)
+    return Graph(nodes, graph.params, outputs, graph.name), log

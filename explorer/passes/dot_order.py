@@ -22,6 +22,7 @@ from ..ir.ops import dot_dims
 from ..ir.rewrite import RewriteContext, Rule, pat, rewrite
 from . import register
 from .base import PassReport
+from .bodies import descend
 from .broadcasts import live_users
 
 
@@ -187,5 +188,5 @@ class DotOrder:
     name: str = "dot-order"
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = rewrite(graph, RULES, prune=True)
+        out, log = descend(graph, lambda g: rewrite(g, RULES, prune=True))
         return out, PassReport(changed=bool(log), rewrites=tuple(log))

@@ -24,6 +24,7 @@ from ..ir.graph import Graph, Node
 from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, var
 from . import register
 from .base import PassReport
+from .bodies import descend
 from .broadcasts import broadcast_view, live_users, place, result_order, split_axes, squeeze_to
 
 RULE_NAME = "expand-squared-distance"
@@ -97,5 +98,5 @@ class EuclideanDistance:
     name: str = "euclidean-distance"
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = rewrite(graph, RULES, prune=True)
+        out, log = descend(graph, lambda g: rewrite(g, RULES, prune=True))
         return out, PassReport(changed=bool(log), rewrites=tuple(log))

@@ -8,9 +8,9 @@ reductions) whose input has that shape; the op table's `fuse` trait says which o
 Ops after the reduction, on its (smaller) result, join as the kernel's epilogue, so
 `reduce_sum(x + y*z)` and `mean(x**2*3 + y)` (a sum, then a division) are one kernel each.
 A `dot_general` never joins a group: it is a BLAS call, not a loop.
-Scalar constants are copied into the kernels that read them. Split loops are fused inside
-their bodies. A kernel's `kind` is "loop" (elementwise only) or "input" (with a reduction),
-XLA's names.
+Scalar constants are copied into the kernels that read them. Split loops and control-flow
+regions are fused inside their bodies (passes/bodies.py). A kernel's `kind` is "loop"
+(elementwise only) or "input" (with a reduction), XLA's names.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.graph import Attrs, Graph, Node
-from ..ir.ops import OPS
+from ..ir.ops import CONTROL_FLOW, OPS
 from ..ir.rewrite import Rewrite
 from ..ir.traits import Fuse as Role  # the op table's fuse trait (Fuse here is the pass)
 from . import register
 from .base import PassReport
+from .bodies import descend
 
 
 def _loopy(n: Node) -> bool:
@@ -111,19 +112,13 @@ def _kernel(g: Graph, group: _Group) -> Node:
 
 
 def fuse_graph(g: Graph) -> tuple[Graph, list[Rewrite]]:
+    """Fuse `g`, and the bodies of its split loops and control-flow regions."""
+    return descend(g, _fuse_one, CONTROL_FLOW | {"loop"})
+
+
+def _fuse_one(g: Graph) -> tuple[Graph, list[Rewrite]]:
     log: list[Rewrite] = []
     nodes = {n.id: n for n in g.nodes}
-    for n in g.nodes:  # split loops: fuse inside their bodies
-        if n.op == "loop":
-            changes = {}
-            for key in ("body", "tail"):
-                if n.attrs.get(key) is not None:
-                    fused, inner = fuse_graph(n.attrs[key])
-                    if inner:
-                        changes[key] = fused
-                        log += inner
-            if changes:
-                nodes[n.id] = Node(n.id, n.op, n.inputs, n.attrs.replace(**changes), n.type, n.source)
     taken: set[int] = set()
     kernels: dict[int, Node] = {}
     fused_away: set[int] = set()

@@ -38,6 +38,7 @@ from ..ir.ops import MONOID_REDUCTIONS, OPS, dot_dims
 from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, splat, var
 from ..ir.traits import OpKind
 from .base import PassReport
+from .bodies import descend
 
 _EXACT = ("i", "u", "f", "b")  # first letters of integer and real float type names
 
@@ -173,5 +174,6 @@ class Simplify:
     fold_limit: int = 64  # fold constants of at most this many elements
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = rewrite(graph, rules(self.fold_limit), prune=True)
+        rule_list = rules(self.fold_limit)
+        out, log = descend(graph, lambda g: rewrite(g, rule_list, prune=True))
         return out, PassReport(changed=out is not graph, rewrites=tuple(log))

@@ -1,8 +1,10 @@
-"""Golden tests: tests/passes/<pass-name>.txt holds cases of input IR, a line
+"""Golden tests: tests/passes/<pass-name>.txt (or <pass-name>.<topic>.txt, say
+simplify.control-flow.txt) holds cases of input IR, a line
 `// ----- expected`, and the expected output IR; cases are separated by lines that start
 with `// ===== case` (the rest of the line names the case). An optional line
 `// fired: rule@file:line rule@file:line ...` in the expected part lists the rewrites the
-pass must log, in order. An optional line `// options: key=value ...` in the input part sets
+pass must log, in order (`rule@file:line@%3.body` for one inside a control-flow body).
+An optional line `// options: key=value ...` in the input part sets
 integer options of the pass (the split pass's memory_limit). Each case checks the output
 text, the verifier, the print/parse round trip and, for passes that run to a fixed point,
 that a second run changes nothing."""
@@ -25,6 +27,10 @@ FIRED = re.compile(r"^// fired:(.*)$", re.M)
 OPTIONS = re.compile(r"^// options:(.*)$", re.M)  # e.g. `// options: memory_limit=98304`
 
 
+def _pass_name(path: Path) -> str:
+    return path.name.split(".")[0]
+
+
 def _cases() -> list[tuple[str, str, str, str]]:
     out = []
     for path in sorted(HERE.glob("*.txt")):
@@ -35,7 +41,8 @@ def _cases() -> list[tuple[str, str, str, str]]:
                 continue
             parts = EXPECTED.split(body)
             assert len(parts) == 2, f"{path.name} case {k}: needs one '// ----- expected' line"
-            out.append((path.stem, f"{path.stem}:{k}:{title.strip(' :') or 'case'}", *parts))
+            out.append((_pass_name(path), f"{path.stem}:{k}:{title.strip(' :') or 'case'}",
+                        *parts))
     return out
 
 
@@ -45,7 +52,7 @@ IDEMPOTENT = {"simplify", "cse", "dce"}
 
 def test_every_golden_file_names_a_registered_pass() -> None:
     for path in HERE.glob("*.txt"):
-        assert path.stem in gx.passes.names(), f"{path.name}: no pass named {path.stem!r}"
+        assert _pass_name(path) in gx.passes.names(), f"{path.name}: no pass named {path.stem!r}"
 
 
 @pytest.mark.parametrize("pass_name,case,given,expected", CASES, ids=[c[1] for c in CASES])
@@ -64,7 +71,9 @@ def test_golden(pass_name: str, case: str, given: str, expected: str) -> None:
     fired = FIRED.search(expected)
     if fired:
         want = fired.group(1).split()
-        got = [f"{r.rule}@{r.source}" if r.source else r.rule for r in report.rewrites]
+        got = [(f"{r.rule}@{r.source}" if r.source else r.rule) + (f"@{r.region}" if r.region
+                                                                    else "")
+               for r in report.rewrites]
         assert got == want, f"{case}: rewrites logged"
     if pass_name in IDEMPOTENT:
         again, _ = p(after)

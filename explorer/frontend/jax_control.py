@@ -1,0 +1,87 @@
+"""JAX control flow -> region ops whose bodies are graphs (ir/control_ops.py).
+
+  scan (lax.scan, and fori_loop with static bounds)  -> `scan`, as JAX states it
+  while (lax.while_loop, fori_loop otherwise)        -> `while`: JAX's condition and body
+      constants become loop state that the body returns unchanged, as XLA carries them, so
+      the state is (condition constants, body constants, carries)
+  cond (lax.cond, lax.switch)                        -> `conditional` on the i32 index, each
+      branch reading its own copy of the shared operands
+
+A region's results that JAX returns separately are read with get_tuple_element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..ir.builder import GraphBuilder
+from ..ir.graph import Attrs, Graph, Node, Source, TensorType, TupleType
+from ..ir.ops import OpError
+from .jax import TraceError, handles, jaxpr_to_graph
+
+
+def _region(b: GraphBuilder, op: str, ins: Sequence[int], attrs: dict[str, Any],
+            source: Source | None, wanted: Sequence[int]) -> list[int]:
+    """Add region `op` and return the ids of its results at positions `wanted`."""
+    try:
+        nid = b.add(op, ins, attrs, source)
+    except OpError as e:
+        raise TraceError(f"{op} at {source}: {e}") from None
+    if not isinstance(b.type_of(nid), TupleType):
+        return [nid]
+    return [b.add("get_tuple_element", [nid], {"index": k}, source) for k in wanted]
+
+
+@handles("scan")
+def _scan(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    p = eqn.params
+    attrs = {"length": int(p["length"]), "reverse": bool(p["reverse"]),
+             "num_consts": int(p["num_consts"]), "num_carry": int(p["num_carry"]),
+             "body": jaxpr_to_graph(p["jaxpr"], "scan_body", source)}
+    return _region(b, "scan", ins, attrs, source, range(len(eqn.outvars)))
+
+
+@handles("while")
+def _while(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    p = eqn.params
+    nc, nb = int(p["cond_nconsts"]), int(p["body_nconsts"])
+    types = [b.type_of(i) for i in ins]
+    cond = jaxpr_to_graph(p["cond_jaxpr"], "while_cond", source)  # (cond consts, carries)
+    body = jaxpr_to_graph(p["body_jaxpr"], "while_body", source)  # (body consts, carries)
+    cond = _with_params(cond, nc, types[nc:nc + nb], "body_const")
+    body = _with_params(body, 0, types[:nc], "cond_const")
+    body = Graph(body.nodes, body.params, (*body.params[:nc + nb], *body.outputs), body.name)
+    n = nc + nb
+    return _region(b, "while", ins, {"cond": cond, "body": body}, source,
+                   range(n, n + len(eqn.outvars)))
+
+
+@handles("cond")
+def _cond(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    branches = tuple(jaxpr_to_graph(br, f"branch{k}", source)
+                     for k, br in enumerate(eqn.params["branches"]))
+    index, operands = ins[0], ins[1:]
+    return _region(b, "conditional", [index, *operands * len(branches)],
+                   {"branches": branches}, source, range(len(eqn.outvars)))
+
+
+def _with_params(g: Graph, at: int, types: Sequence[Any], name: str) -> Graph:
+    """`g` with parameters of `types` inserted at position `at`, unread (loop state that
+    this graph passes by); parameters are renumbered, node ids kept, new ones fresh."""
+    if not types:
+        return g
+    fresh = [Node(g.next_id + k, "parameter", (), Attrs(), t) for k, t in enumerate(types)]
+    assert all(isinstance(t, TensorType) for t in types)
+    order = [*g.params[:at], *(n.id for n in fresh), *g.params[at:]]
+    index = {pid: k for k, pid in enumerate(order)}
+    added = {n.id for n in fresh}
+
+    def renumbered(n: Node) -> Node:
+        if n.op != "parameter":
+            return n
+        label = f"{name}{n.id - g.next_id}" if n.id in added else n.attrs.get("name", "")
+        return Node(n.id, n.op, (), Attrs({"index": index[n.id], "name": label}), n.type, n.source)
+
+    nodes = [renumbered(n) for n in fresh] + [renumbered(n) for n in g.nodes]
+    return Graph(nodes, order, g.outputs, g.name)
