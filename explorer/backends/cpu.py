@@ -18,13 +18,15 @@ evicted kernel that comes back costs that memory again; eviction only drops our 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
 import importlib.util
 import os
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,7 +124,7 @@ class CompiledKernel:
             self.seconds += time.perf_counter() - t0
 
     def _interpret(self, vals: Sequence[np.ndarray]) -> np.ndarray:
-        return reference.evaluate(self.body, vals)[0]
+        return reference.evaluate(self.body, vals, consume=isinstance(vals, list))[0]
 
     def _launch(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         plan, code = self.plan, self.code
@@ -149,6 +151,38 @@ class CompiledKernel:
                 return self._interpret(vals)
             raise
         return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_of(body: Graph) -> CpuKernelCode | None:
+    """The generated code of a kernel body, or None when it runs on the reference."""
+    try:
+        return generate(plan_kernel(body), body.name.replace("-", "_"), _planned_threads())
+    except PlanError:
+        return None
+
+
+def _planned_threads() -> int:
+    try:
+        return _threads()
+    except ImportError:
+        return os.cpu_count() or 1
+
+
+def runs_body(n: Node) -> bool:
+    """Kernels the generator cannot express run their body on the reference interpreter."""
+    return n.op != "kernel" or _code_of(n.attrs["body"]) is None
+
+
+def cpu_workspace(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
+    """The NumPy ops' temporaries, and a generated kernel's accumulators (`red`, `partial`)."""
+    if n.op != "kernel":
+        return workspace_bytes(g, n, contiguous)
+    code = _code_of(n.attrs["body"])
+    if code is None or code.red is None:
+        return 0
+    cells = max(1, math.prod(n.type.shape))  # type: ignore[union-attr]
+    return 8 * cells * ((code.red != "out") + code.chunks)
 
 
 def compile_kernel(node: Node, name: str) -> CompiledKernel:
@@ -184,7 +218,8 @@ class CpuInterpreter(NumpyInterpreter):
 class CpuBackend(Backend):
     name = "cpu"
     peak_how = "tracemalloc"  # the kernels allocate only through NumPy, in their launcher
-    temporaries = staticmethod(workspace_bytes)
+    temporaries = staticmethod(cpu_workspace)
+    runs_body = staticmethod(runs_body)
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec("numba") is None:
