@@ -20,7 +20,6 @@ import pytest
 import explorer as gx
 from explorer.analysis.memory import plan
 from explorer.passes.split import RESERVE, InfeasibleMemoryLimit
-
 from tests.memory_programs import random_program
 
 BACKENDS = ("reference", "cpu")

@@ -105,7 +105,7 @@ def _call_step(g: Graph, n: Node, step: int, contiguous: Mapping[int, bool],
     body: Graph = n.attrs["body"]
     owners = [owner[i] for i in n.inputs]
     handed: dict[int, int] = {}
-    for k, (p, o) in enumerate(zip(body.params, owners)):
+    for p, o in zip(body.params, owners):
         if o in temps and last_use.get(o) == step and owners.count(o) == 1:
             handed[p] = temps[o]
     strided = frozenset(p for p, i in zip(body.params, n.inputs) if not contiguous.get(i, True))

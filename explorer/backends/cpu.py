@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import importlib.util
+import math
 import os
 import sys
 import time
