@@ -38,6 +38,7 @@ from ..ir.graph import Graph, Node
 from ..options import CompileOptions
 from . import reference
 from .cpu_codegen import PRELUDE, CpuKernelCode, accumulator, generate
+from .cpu_mapreduce import compile_body
 from .kernel_plan import KernelPlan, PlanError, plan_kernel
 from .numpy_temporaries import workspace_bytes
 from .reference import NumpyInterpreter
@@ -208,6 +209,15 @@ class CpuInterpreter(NumpyInterpreter):
 
     def compile_kernel(self, n: Node, name: str) -> CompiledKernel:
         return compile_kernel(n, name)
+
+    def make_child(self, body: Graph, prefix: str) -> Any:
+        """A split body of the map-reduce form runs as one generated kernel
+        (cpu_mapreduce.py); any other body on a child interpreter."""
+        if body.name.startswith("split_"):
+            fused = compile_body(body, prefix.rstrip("/").replace("/", "_") or body.name)
+            if fused is not None:
+                return fused
+        return type(self)(body, prefix)
 
     def warm_up(self, prepared: Sequence[np.ndarray]) -> None:
         if not self.warm:  # numba compiles on the first call: keep that out of the figures
