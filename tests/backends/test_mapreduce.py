@@ -1,5 +1,6 @@
-"""Fused map-reduce kernels (explorer/backends/cpu_mapreduce.py): a split body that folds a
-pairwise value runs as one generated numba kernel per chunk, equal to the reference."""
+"""Fused map-reduce kernels (explorer/backends/mapreduce_plan.py, cpu_mapreduce.py,
+gpu_mapreduce.py): a split body that folds a pairwise value runs as one generated kernel per
+chunk (numba on the CPU, equal to the reference; CUDA text on the GPU)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends.cpu_mapreduce import generate, plan_mapreduce
+from explorer.backends import gpu_mapreduce
+from explorer.backends.cpu_mapreduce import generate
 from explorer.backends.kernel_plan import PlanError
+from explorer.backends.mapreduce_plan import plan_mapreduce
 
 pytest.importorskip("numba")
 
@@ -87,8 +90,8 @@ def test_split_bodies_run_as_one_map_reduce_kernel(name: str) -> None:
 
 
 def test_special_values_fold_as_the_reference_does() -> None:
-    """NaN wins argmin and ranks first in top_k; ties keep the first index; -inf rows of a
-    logsumexp stay -inf (no NaN from inf - inf)."""
+    """NaN wins argmin and ranks first in top_k; ties keep the first index; rows of -inf in a
+    logsumexp give what the reference gives."""
     q = R.standard_normal((40, 2))
     p = np.repeat(R.standard_normal((50, 2)), 2, axis=0)  # every distance tied twice
     p[7] = np.nan
@@ -122,3 +125,33 @@ def test_bodies_of_another_form_run_node_by_node() -> None:
     got = tr.run(backend="cpu")
     assert not any("mapreduce_" in k.source for k in got.kernels)
     np.testing.assert_allclose(np.asarray(got.value), np.asarray(tr.run(stage=0).value), rtol=1e-9)
+
+
+GPU_MARKERS = {"kernel-vector": "acc0_0 = acc0_0 + (double)", "attention": "exp(m0 - s)",
+               "logsumexp": "l0 = l0 * scale + 1.0", "knn": "take =", "argmin": "at0 = j",
+               "inner-fold": "for (int d = 0; d < 5; ++d)"}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_gpu_kernels_are_one_cuda_kernel_per_body(name: str) -> None:
+    """The CUDA twin from the same plan: text only here (no GPU needed, no CuPy imported)."""
+    fn, args, _ = CASES[name]
+    tr = gx.explore(fn, *args, memory_limit="256KiB")
+    (loop,) = _loops(tr)
+    code = gpu_mapreduce.generate(plan_mapreduce(loop.attrs["body"]), f"mr_{name}")
+    src = code.source
+    assert src.count("__global__") == 1 and f"void mr_{name.replace('-', '_')}(" in src
+    assert GPU_MARKERS[name] in src
+    assert "malloc" not in src and "new " not in src  # registers only
+    assert src.count("{") == src.count("}")
+    rows = loop.attrs["body"].outputs  # one thread per kept row
+    assert code.rows in {d for o in rows for d in loop.attrs["body"][o].shape}
+
+
+def test_gpu_generator_imports_without_cupy() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, explorer.backends.gpu_mapreduce, explorer.backends.gpu; "
+            "assert 'cupy' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
