@@ -30,6 +30,9 @@ from ..ir.traits import View
 Workspace = Callable[[Graph, Node, Mapping[int, bool]], int]
 # kernel or call node -> does the backend run its body node by node (not as one compiled kernel)?
 RunsBody = Callable[[Node], bool]
+# a split loop's body -> the peak of running it as the backend compiles it, or None: planned
+# node by node (a backend that runs some bodies as one fused kernel says what those hold)
+BodyPeak = Callable[[Graph], "int | None"]
 REGION_CALLS = frozenset({"kernel", "call"})
 
 
@@ -41,12 +44,17 @@ def _never(n: Node) -> bool:
     return False
 
 
+def _unknown(body: Graph) -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Temporaries:
     """What one backend declares: an op's workspace, and which region calls run their body."""
 
     workspace: Workspace = _nothing
     runs_body: RunsBody = _never
+    loop_body: BodyPeak = _unknown
 
 
 _TEMPORARIES: dict[str, Temporaries] = {}
@@ -54,13 +62,16 @@ DEFAULT_BACKEND = "reference"
 
 
 def declare_temporaries(backend: str, workspace: Workspace | None,
-                        runs_body: RunsBody | None = None) -> None:
+                        runs_body: RunsBody | None = None,
+                        loop_body: BodyPeak | None = None) -> None:
     """Backend `backend` allocates `workspace(...)` bytes beyond each result (None: nothing),
-    and runs the bodies of the kernel/call nodes for which `runs_body(node)` holds."""
-    if workspace is None and runs_body is None:
+    runs the bodies of the kernel/call nodes for which `runs_body(node)` holds, and holds
+    `loop_body(body)` bytes while a split loop's body runs (None: plan it node by node)."""
+    if workspace is None and runs_body is None and loop_body is None:
         _TEMPORARIES.pop(backend, None)
     else:
-        _TEMPORARIES[backend] = Temporaries(workspace or _nothing, runs_body or _never)
+        _TEMPORARIES[backend] = Temporaries(workspace or _nothing, runs_body or _never,
+                                            loop_body or _unknown)
 
 
 def temporaries(backend: str) -> Temporaries:
@@ -120,6 +131,10 @@ def _loop_body_peak(g: Graph, n: Node, contiguous: Mapping[int, bool], ws: Tempo
     peak = 0
     for body in (n.attrs["body"], n.attrs.get("tail")):
         if body is None:
+            continue
+        compiled = ws.loop_body(body)
+        if compiled is not None:
+            peak = max(peak, compiled)
             continue
         strided = frozenset(p for k, p in enumerate(body.params) if not contiguous.get(
             n.inputs[k], True) or (k in split and any(

@@ -38,6 +38,7 @@ from ..ir.graph import Graph, Node
 from ..options import CompileOptions
 from . import reference
 from .cpu_codegen import PRELUDE, CpuKernelCode, accumulator, generate
+from .cpu_mapreduce import body_peak as mapreduce_body_peak
 from .cpu_mapreduce import compile_body
 from .kernel_plan import KernelPlan, PlanError, plan_kernel
 from .numpy_temporaries import workspace_bytes
@@ -230,6 +231,7 @@ class CpuBackend(Backend):
     peak_how = "tracemalloc"  # the kernels allocate only through NumPy, in their launcher
     temporaries = staticmethod(cpu_workspace)
     runs_body = staticmethod(runs_body)
+    loop_body = staticmethod(mapreduce_body_peak)
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec("numba") is None:

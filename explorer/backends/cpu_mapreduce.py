@@ -14,6 +14,7 @@ in place of the body's own interpreter) or None when the body does not have this
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Sequence
@@ -250,6 +251,26 @@ class FusedBody:
     def compile_bodies(self) -> None:
         self.pre.compile_bodies()
         self.post.compile_bodies()
+
+
+@functools.lru_cache(maxsize=256)
+def body_peak(body: Graph) -> int | None:
+    """The planned peak of a split body run as a fused map-reduce kernel (its pre part with
+    the values it hands on, the kernel's outputs, its post part: an upper bound, summed), or
+    None when the body does not have the form (the CPU backend declares this to the planner)."""
+    from ..analysis.memory import plan
+
+    try:
+        p = plan_mapreduce(body)
+        generate(p, "probe")  # the generator may refuse what the plan accepts
+    except PlanError:
+        return None
+    pre = plan(Graph(p.pre.nodes, p.pre.params, (), p.pre.name), "cpu").peak_bytes
+    handed = sum(p.flat[i].type.nbytes for i in set(p.pre.outputs)  # type: ignore[union-attr]
+                 if p.flat[i].op != "parameter")
+    outs = sum(p.out_type(o).nbytes for o in p.outs)
+    post = plan(p.post, "cpu").peak_bytes + sum(p.flat[o].type.nbytes for o in p.post.outputs)  # type: ignore[union-attr]
+    return pre + handed + outs + post
 
 
 def compile_body(body: Graph, name: str) -> FusedBody | None:
