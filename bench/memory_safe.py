@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import explorer as gx
+from explorer.analysis.memory import plan
 from explorer.backends import registry
 from explorer.units import format_bytes
 
@@ -91,7 +92,7 @@ def _explored(fn: Callable, args: tuple, limit: str, backend: str) -> tuple[Any,
     tr = gx.explore(fn, *args, options=gx.CompileOptions(gx.parse_bytes(limit), backend))
     plan_s = time.perf_counter() - t0
     loop = next(n for n in tr.final.graph.nodes if n.op == "loop")
-    return tr, (f"planned {format_bytes(tr.final.cost.peak_bytes)}, "
+    return tr, (f"planned {format_bytes(plan(tr.final.graph, backend).peak_bytes)}, "
                 f"{-(-loop.attrs['size'] // loop.attrs['chunk'])} iterations of "
                 f"{loop.attrs['chunk']}, explore {plan_s:.2f}s; unsplit plan "
                 f"{format_bytes(tr.stages[0].cost.peak_bytes)}")

@@ -112,6 +112,6 @@ def test_random_memory_programs_stay_under_the_limit(seed: int) -> None:
     prog = random_program(seed)
     naive = gx.explore(prog.fn, *prog.args, pipeline="simplify").final.cost.peak_bytes
     factor = 10 + (seed * 37) % 91  # 10x to 100x below the naive temporaries
-    limit = max(naive // factor, 64 * 1024)
+    limit = max(naive // factor, 128 * 1024)
     tr, limit = _explore(prog.fn, prog.args, limit)
     _check_runs_under(tr, limit, f"{prog.name}, limit {limit:,} (naive {naive:,})")
