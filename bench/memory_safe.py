@@ -5,7 +5,8 @@ Prints, measured in this run: seconds and the measured peak of temporaries (trac
   - the Gaussian kernel-vector product exp(-0.5*sum((x[:,None]-y[None])**2,-1)) @ v, float64,
     D=3, at N=2e4: NumPy naive and hand-chunked, jax.jit, KeOps (pykeops, when it builds),
     and ours under memory_limit="64MiB"; at N=2e5 (a 320 GB kernel matrix) ours under
-    "256MiB" (with --full: it takes about 100x the N=2e4 time);
+    "256MiB" against KeOps (with --full or --large: it takes about 100x the N=2e4 time);
+    then the ratios of those times, measured in this run;
   - kNN, k=10, top_k of negative squared distances, d=3, 1e5 points: ours under "256MiB"
     (1e3 queries by default, 1e4 with --full) and jax.jit.
 Usage: python -m bench.memory_safe [--full] [--naive-cap GiB]
@@ -14,6 +15,8 @@ Usage: python -m bench.memory_safe [--full] [--naive-cap GiB]
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -24,6 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import explorer as gx
+from explorer.analysis.memory import plan
+from explorer.backends import registry
 from explorer.units import format_bytes
 
 jax.config.update("jax_enable_x64", True)
@@ -67,52 +72,73 @@ def row(name: str, seconds: float | None, peak: int | str, limit: str = "", note
     print(f"  {name:<30}{secs}  {pk:>12}  {limit:>8}  {note}")
 
 
-def jit_row(fn: Callable, *args: Any) -> Any:
+TIMES: dict[str, float] = {}  # run name -> seconds, for the ratios
+CALLS: dict[str, Callable[[], Any]] = {}  # run name -> a call that reruns it (timing only)
+
+
+def jit_row(fn: Callable, *args: Any, key: str = "") -> Any:
     f = jax.jit(fn)
     f(*args).block_until_ready()  # compile
     t0 = time.perf_counter()
     out = f(*args).block_until_ready()
-    row("jax.jit (XLA, CPU)", time.perf_counter() - t0, "n/a", note="XLA's allocator")
+    TIMES[f"jax.jit{key}"] = time.perf_counter() - t0
+    row("jax.jit (XLA, CPU)", TIMES[f"jax.jit{key}"], "n/a", note="XLA's allocator")
     return np.asarray(out)
 
 
-def ours(fn: Callable, args: tuple, limit: str, reference: bool = True) -> Any:
-    """Our split program on the reference interpreter and on the CPU backend (fused numba
-    kernels inside the loop; its first run compiles, so it is timed on a second run)."""
+def _explored(fn: Callable, args: tuple, limit: str, backend: str) -> tuple[Any, str]:
+    """The program split for `backend` (whose declared temporaries the plan counts)."""
     t0 = time.perf_counter()
-    tr = gx.explore(fn, *args, memory_limit=limit)
+    tr = gx.explore(fn, *args, options=gx.CompileOptions(gx.parse_bytes(limit), backend))
     plan_s = time.perf_counter() - t0
     loop = next(n for n in tr.final.graph.nodes if n.op == "loop")
-    note = (f"planned {format_bytes(tr.final.cost.peak_bytes)}, "
-            f"{-(-loop.attrs['size'] // loop.attrs['chunk'])} iterations of "
-            f"{loop.attrs['chunk']}, explore {plan_s:.2f}s; unsplit plan "
-            f"{format_bytes(tr.stages[0].cost.peak_bytes)}")
+    return tr, (f"planned {format_bytes(plan(tr.final.graph, backend).peak_bytes)}, "
+                f"{-(-loop.attrs['size'] // loop.attrs['chunk'])} iterations of "
+                f"{loop.attrs['chunk']}, explore {plan_s:.2f}s; unsplit plan "
+                f"{format_bytes(tr.stages[0].cost.peak_bytes)}")
+
+
+def ours(fn: Callable, args: tuple, limit: str, reference: bool = True, key: str = "") -> Any:
+    """Our split program on the reference interpreter and on the CPU backend, each planned
+    for its backend (on the CPU, a map-reduce body is one generated kernel per chunk, which
+    holds no pairwise chunk, so its chunks are larger); the CPU executable runs once to
+    compile before the timed run."""
     r = None
     if reference:
+        tr, note = _explored(fn, args, limit, "reference")
         r = tr.run()
         row("ours (reference, split)", r.seconds, r.peak_bytes, limit, note)
         assert r.peak_bytes <= gx.parse_bytes(limit)
-    tr.run(backend="cpu")  # compiles the kernels
-    c = tr.run(backend="cpu")
+    tr, note = _explored(fn, args, limit, "cpu")
+    if not reference:  # a long run: no whole warm-up run (compiling takes seconds of it)
+        registry.executable(tr.final.graph, "cpu", tr.options).warm = True  # type: ignore[attr-defined]
+    c = tr.run(backend="cpu")  # its executable runs once first (compiling), then measures
+    TIMES[f"ours{key}"] = c.seconds
+    CALLS[f"ours{key}"] = lambda: registry.time_graph(tr.final.graph, args, "cpu", tr.options,
+                                                      repeats=1, warmup=0)
+    fused = sum("mapreduce_" in k.source for k in c.kernels)
     row("ours (CPU backend, split)", c.seconds, c.peak_bytes, limit,
-        f"{len(c.kernels)} generated kernels" + ("" if reference else f"; {note}"))
+        f"{len(c.kernels)} generated kernels ({fused} map-reduce); {note}")
     assert c.peak_bytes <= gx.parse_bytes(limit)
     if r is not None:
         np.testing.assert_allclose(np.asarray(c.value), np.asarray(r.value), rtol=1e-9, atol=1e-9)
     return c.value
 
 
-def keops_row(x: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray | None:
+def keops_row(x: np.ndarray, y: np.ndarray, v: np.ndarray, key: str = "") -> np.ndarray | None:
     try:
         from pykeops.numpy import LazyTensor
     except Exception as e:  # not installed, or it cannot build here
         row("KeOps (pykeops, CPU)", None, "-", note=f"skipped: {type(e).__name__}: {e}")
         return None
     k = (-0.5 * ((LazyTensor(x[:, None, :]) - LazyTensor(y[None, :, :])) ** 2).sum(-1)).exp()
-    k @ v[:, None]  # compiles the kernel on first use
+    if len(x) <= 20_000:
+        k @ v[:, None]  # compiles the kernel on first use (cached on disk for larger N)
     t0 = time.perf_counter()
     out = (k @ v[:, None])[:, 0]
-    row("KeOps (pykeops, CPU)", time.perf_counter() - t0, "n/a", note="C++ kernel, no temporaries")
+    CALLS[f"keops{key}"] = lambda: k @ v[:, None]
+    TIMES[f"keops{key}"] = time.perf_counter() - t0
+    row("KeOps (pykeops, CPU)", TIMES[f"keops{key}"], "n/a", note="C++ kernel, no temporaries")
     return out
 
 
@@ -134,12 +160,15 @@ def bench_kernel_vector(n: int, limit: str, baselines: bool, naive_cap: float,
         chunked, s, pk = measured(lambda: numpy_chunked(x, y, v))
         row("NumPy hand-chunked (256 rows)", s, pk)
         want = chunked if want is None else want
-        jit_row(kernel_vector, x, y, v)
-        keops_row(x, y, v)
-    got = ours(kernel_vector, (x, y, v), limit, reference)
+        jit_row(kernel_vector, x, y, v, key=f"@{n}")
+    keops = keops_row(x, y, v, key=f"@{n}")
+    want = keops if want is None else want
+    got = ours(kernel_vector, (x, y, v), limit, reference, key=f"@{n}")
+    if baselines:
+        interleaved(f"@{n}")
     if want is not None:
         err = float(np.max(np.abs(np.asarray(got) - want)) / np.max(np.abs(want)))
-        print(f"  max relative difference ours vs NumPy: {err:.1e}")
+        print(f"  max relative difference ours vs {'NumPy' if baselines else 'KeOps'}: {err:.1e}")
 
 
 def bench_knn(queries: int, points: int, limit: str) -> None:
@@ -152,6 +181,33 @@ def bench_knn(queries: int, points: int, limit: str) -> None:
     print(f"  neighbours equal to jax.jit's: {np.mean(got == want):.4%}")
 
 
+def interleaved(key: str, rounds: int = 3) -> None:
+    """ours and KeOps timed alternately, `rounds` times each: on a shared machine the load
+    changes within a run, and alternating exposes both to it alike."""
+    if f"ours{key}" not in CALLS or f"keops{key}" not in CALLS:
+        return
+    times: dict[str, list[float]] = {"ours": [], "keops": []}
+    for _ in range(rounds):
+        for name in times:
+            t0 = time.perf_counter()
+            CALLS[f"{name}{key}"]()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"  interleaved x{rounds} ({key[1:]}): ours (CPU) median {med['ours']:.2f} s "
+          f"{[round(t, 2) for t in times['ours']]}, KeOps {med['keops']:.2f} s "
+          f"{[round(t, 2) for t in times['keops']]}: ratio {med['ours'] / med['keops']:.2f}")
+
+
+def ratios() -> None:
+    print("ratios (same run):")
+    for n in (20_000, 200_000):
+        ours_s = TIMES.get(f"ours@{n}")
+        for base in ("keops", "jax.jit"):
+            other = TIMES.get(f"{base}@{n}")
+            if ours_s is not None and other is not None:
+                print(f"  kernel-vector N={n:,}: ours (CPU) / {base} = {ours_s / other:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="N=2e5 and 1e4 kNN queries (slow)")
@@ -161,8 +217,10 @@ def main() -> None:
                     help="GiB the naive NumPy baseline may use before it is skipped")
     args = ap.parse_args()
     print(f"{'':2}{'run':<30}{'seconds':>10}  {'peak':>12}  {'limit':>8}")
+    print(f"load average: {os.getloadavg()}")
     if args.large:
         bench_kernel_vector(200_000, "256MiB", False, args.naive_cap, reference=False)
+        ratios()
         return
     bench_kernel_vector(20_000, "64MiB", True, args.naive_cap)
     if args.full:
@@ -170,6 +228,8 @@ def main() -> None:
     else:
         print("kernel-vector product at N=200,000 under 256MiB: run with --full or --large")
     bench_knn(10_000 if args.full else 1_000, 100_000, "256MiB")
+    ratios()
+    print(f"load average: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,12 @@ made for one backend's temporaries (the reference interpreter's unless said othe
 Region-aware: a `loop` node's step holds its result buffers plus one iteration's temporaries
 (its body's peak, results included) plus what the backend allocates to merge a chunk; a
 control-flow region's step holds its results plus its dearest body's peak (a scan's stacked
-results are allocated once and filled row by row, so one iteration is live at a time).
+results are allocated once and filled row by row, so one iteration is live at a time). A
+`kernel` or `call` node that the backend runs node by node (each backend says which, with
+`runs_body`: the reference interpreter runs every kernel's body, the CPU backend only those
+it cannot generate code for) holds its body's peak: the inputs that die at that node are
+handed to the body (the interpreter core drops its own references first) and freed at their
+last use inside, so a fused program plans, and measures, as its unfused form does.
 """
 
 from __future__ import annotations
@@ -26,24 +31,54 @@ from ..ir.traits import View
 # (graph, node, contiguous: node id -> is its buffer contiguous) -> transient bytes the node's
 # step allocates beyond its result (for a loop: beyond one iteration's body peak).
 Workspace = Callable[[Graph, Node, Mapping[int, bool]], int]
-_TEMPORARIES: dict[str, Workspace] = {}
-DEFAULT_BACKEND = "reference"
-
-
-def declare_temporaries(backend: str, workspace: Workspace | None) -> None:
-    """Backend `backend` allocates `workspace(...)` bytes beyond each result (None: nothing)."""
-    if workspace is None:
-        _TEMPORARIES.pop(backend, None)
-    else:
-        _TEMPORARIES[backend] = workspace
+# kernel or call node -> does the backend run its body node by node (not as one compiled kernel)?
+RunsBody = Callable[[Node], bool]
+# a split loop's body -> the peak of running it as the backend compiles it, or None: planned
+# node by node (a backend that runs some bodies as one fused kernel says what those hold)
+BodyPeak = Callable[[Graph], "int | None"]
+REGION_CALLS = frozenset({"kernel", "call"})
 
 
 def _nothing(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
     return 0
 
 
-def temporaries(backend: str) -> Workspace:
-    return _TEMPORARIES.get(backend, _nothing)
+def _never(n: Node) -> bool:
+    return False
+
+
+def _unknown(body: Graph) -> int | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Temporaries:
+    """What one backend declares: an op's workspace, and which region calls run their body."""
+
+    workspace: Workspace = _nothing
+    runs_body: RunsBody = _never
+    loop_body: BodyPeak = _unknown
+
+
+_TEMPORARIES: dict[str, Temporaries] = {}
+DEFAULT_BACKEND = "reference"
+
+
+def declare_temporaries(backend: str, workspace: Workspace | None,
+                        runs_body: RunsBody | None = None,
+                        loop_body: BodyPeak | None = None) -> None:
+    """Backend `backend` allocates `workspace(...)` bytes beyond each result (None: nothing),
+    runs the bodies of the kernel/call nodes for which `runs_body(node)` holds, and holds
+    `loop_body(body)` bytes while a split loop's body runs (None: plan it node by node)."""
+    if workspace is None and runs_body is None and loop_body is None:
+        _TEMPORARIES.pop(backend, None)
+    else:
+        _TEMPORARIES[backend] = Temporaries(workspace or _nothing, runs_body or _never,
+                                            loop_body or _unknown)
+
+
+def temporaries(backend: str) -> Temporaries:
+    return _TEMPORARIES.get(backend, Temporaries())
 
 # Views (the op table's `view` trait): they allocate nothing and keep their input's buffer
 # alive; the reshaping ones are views of a contiguous input, but copy a strided one.
@@ -75,13 +110,34 @@ def body_peak(body: Graph, strided: frozenset[int] = frozenset(),
     return _plan(body, True, strided, temporaries(backend)).peak_bytes
 
 
-def _loop_body_peak(g: Graph, n: Node, contiguous: Mapping[int, bool], ws: Workspace) -> int:
+def _call_step(g: Graph, n: Node, step: int, contiguous: Mapping[int, bool],
+               owner: Mapping[int, int], last_use: Mapping[int, int], temps: Mapping[int, int],
+               ws: Temporaries) -> int:
+    """Bytes a kernel/call run node by node adds to the live bytes before it (its result not
+    included): its body's peak, with the inputs that die here handed over (counted in the
+    body until their last use there, so subtracted here)."""
+    body: Graph = n.attrs["body"]
+    owners = [owner[i] for i in n.inputs]
+    handed: dict[int, int] = {}
+    for p, o in zip(body.params, owners):
+        if o in temps and last_use.get(o) == step and owners.count(o) == 1:
+            handed[p] = temps[o]
+    strided = frozenset(p for p, i in zip(body.params, n.inputs) if not contiguous.get(i, True))
+    peak = _plan(body, True, strided, ws, handed).peak_bytes
+    return peak - sum(handed.values())
+
+
+def _loop_body_peak(g: Graph, n: Node, contiguous: Mapping[int, bool], ws: Temporaries) -> int:
     """The larger peak of a loop's body and tail; a strided input, or one sliced along an axis
     after a non-unit one, is a strided view inside."""
     split = dict(n.attrs["split_inputs"])
     peak = 0
     for body in (n.attrs["body"], n.attrs.get("tail")):
         if body is None:
+            continue
+        compiled = ws.loop_body(body)
+        if compiled is not None:
+            peak = max(peak, compiled)
             continue
         strided = frozenset(p for k, p in enumerate(body.params) if not contiguous.get(
             n.inputs[k], True) or (k in split and any(
@@ -122,7 +178,9 @@ def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
 
 
 def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
-          ws: Workspace) -> MemoryPlan:
+          ws: Temporaries, handed: Mapping[int, int] | None = None) -> MemoryPlan:
+    """`handed`: parameters whose buffers the body owns (bytes), freed at their last use."""
+    handed = handed or {}
     owner: dict[int, int] = {}
     contiguous: dict[int, bool] = {}
     for n in g.nodes:
@@ -143,7 +201,7 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
         end = len(g.nodes)
         for o in g.outputs:
             last_use[owner[o]] = end  # alive past the last step
-    external: dict[int, int | None] = {owner[p]: None for p in g.params}
+    external: dict[int, int | None] = {owner[p]: None for p in g.params if p not in handed}
     if not outputs_are_temporaries:
         external.update(_external_bytes(g, owner))
     temps: dict[int, int] = {}
@@ -153,18 +211,24 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
         ext = external.get(n.id, 0)
         if ext is not None and n.type.nbytes > ext:
             temps[n.id] = n.type.nbytes - ext
+    for p, nbytes in handed.items():
+        temps[p] = nbytes
     frees: dict[int, list[int]] = {}
     for buf in temps:
         step = last_use.get(buf)
         if step is not None:
             frees.setdefault(step, []).append(buf)
-    live = 0
-    peak, peak_node = 0, None
+    live = sum(handed.values())
+    peak, peak_node = live, None
     timeline, steps = [], []
     for step, n in enumerate(g.nodes):
-        if n.id in temps:
+        if n.id in temps and n.id not in handed:
             live += temps[n.id]
-        at_step = live + ws(g, n, contiguous)
+        if n.op in REGION_CALLS and ws.runs_body(n):
+            at_step = live - temps.get(n.id, 0) + _call_step(
+                g, n, step, contiguous, owner, last_use, temps, ws)
+        else:
+            at_step = live + ws.workspace(g, n, contiguous)
         if n.op == "loop":
             at_step += _loop_body_peak(g, n, contiguous, ws)
         elif n.op in CONTROL_FLOW:
@@ -175,7 +239,7 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
         steps.append(at_step)
         for buf in frees.get(step, ()):
             live -= temps[buf]
-        if n.id in temps and n.id not in last_use:  # computed but never read
+        if n.id in temps and n.id not in last_use and n.id not in handed:  # never read
             live -= temps[n.id]
     return MemoryPlan(tuple(n.id for n in g.nodes), tuple(timeline), peak, peak_node, owner, temps,
                       tuple(steps))

@@ -18,13 +18,15 @@ evicted kernel that comes back costs that memory again; eviction only drops our 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ from ..ir.graph import Graph, Node
 from ..options import CompileOptions
 from . import reference
 from .cpu_codegen import PRELUDE, CpuKernelCode, accumulator, generate
+from .cpu_mapreduce import body_peak as mapreduce_body_peak
+from .cpu_mapreduce import compile_body
 from .kernel_plan import KernelPlan, PlanError, plan_kernel
 from .numpy_temporaries import workspace_bytes
 from .reference import NumpyInterpreter
@@ -122,7 +126,7 @@ class CompiledKernel:
             self.seconds += time.perf_counter() - t0
 
     def _interpret(self, vals: Sequence[np.ndarray]) -> np.ndarray:
-        return reference.evaluate(self.body, vals)[0]
+        return reference.evaluate(self.body, vals, consume=isinstance(vals, list))[0]
 
     def _launch(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         plan, code = self.plan, self.code
@@ -151,6 +155,38 @@ class CompiledKernel:
         return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _code_of(body: Graph) -> CpuKernelCode | None:
+    """The generated code of a kernel body, or None when it runs on the reference."""
+    try:
+        return generate(plan_kernel(body), body.name.replace("-", "_"), _planned_threads())
+    except PlanError:
+        return None
+
+
+def _planned_threads() -> int:
+    try:
+        return _threads()
+    except ImportError:
+        return os.cpu_count() or 1
+
+
+def runs_body(n: Node) -> bool:
+    """Kernels the generator cannot express run their body on the reference interpreter."""
+    return n.op != "kernel" or _code_of(n.attrs["body"]) is None
+
+
+def cpu_workspace(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
+    """The NumPy ops' temporaries, and a generated kernel's accumulators (`red`, `partial`)."""
+    if n.op != "kernel":
+        return workspace_bytes(g, n, contiguous)
+    code = _code_of(n.attrs["body"])
+    if code is None or code.red is None:
+        return 0
+    cells = max(1, math.prod(n.type.shape))  # type: ignore[union-attr]
+    return 8 * cells * ((code.red != "out") + code.chunks)
+
+
 def compile_kernel(node: Node, name: str) -> CompiledKernel:
     body = node.attrs["body"]
     k = CompiledKernel(name, body)
@@ -175,6 +211,15 @@ class CpuInterpreter(NumpyInterpreter):
     def compile_kernel(self, n: Node, name: str) -> CompiledKernel:
         return compile_kernel(n, name)
 
+    def make_child(self, body: Graph, prefix: str) -> Any:
+        """A split body of the map-reduce form runs as one generated kernel
+        (cpu_mapreduce.py); any other body on a child interpreter."""
+        if body.name.startswith("split_"):
+            fused = compile_body(body, prefix.rstrip("/").replace("/", "_") or body.name)
+            if fused is not None:
+                return fused
+        return type(self)(body, prefix)
+
     def warm_up(self, prepared: Sequence[np.ndarray]) -> None:
         if not self.warm:  # numba compiles on the first call: keep that out of the figures
             self.evaluate(prepared)
@@ -184,7 +229,9 @@ class CpuInterpreter(NumpyInterpreter):
 class CpuBackend(Backend):
     name = "cpu"
     peak_how = "tracemalloc"  # the kernels allocate only through NumPy, in their launcher
-    temporaries = staticmethod(workspace_bytes)
+    temporaries = staticmethod(cpu_workspace)
+    runs_body = staticmethod(runs_body)
+    loop_body = staticmethod(mapreduce_body_peak)
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec("numba") is None:

@@ -31,6 +31,7 @@ from ..ir.ops import OPS
 from ..options import CompileOptions
 from . import reference
 from .gpu_codegen import GpuKernelCode, generate
+from .gpu_mapreduce import compile_body
 from .interpreter import Interpreter
 from .kernel_plan import Access, PlanError, plan_kernel
 from .numpy_temporaries import workspace_bytes
@@ -166,7 +167,14 @@ class GpuInterpreter(Interpreter):
     def xp(self) -> Any:  # type: ignore[override]
         return _cp()
 
-    def make_child(self, body: Graph, prefix: str) -> GpuInterpreter:
+    def make_child(self, body: Graph, prefix: str) -> Any:
+        """A split body of the map-reduce form runs as one generated CUDA kernel
+        (gpu_mapreduce.py); any other body on a child interpreter."""
+        if body.name.startswith("split_"):
+            fused = compile_body(body, prefix.rstrip("/").replace("/", "_") or body.name,
+                                 GpuInterpreter)
+            if fused is not None:
+                return fused
         return GpuInterpreter(body, prefix)
 
     def compile_kernel(self, n: Node, name: str) -> GpuKernel:
@@ -177,10 +185,11 @@ class GpuInterpreter(Interpreter):
             return self.kernels[n.id](vals, self.timed)
         return super().run_node(n, vals)
 
-    def evaluate(self, args: Sequence[Any], after_step: Any = None) -> list[Any]:
+    def evaluate(self, args: Sequence[Any], after_step: Any = None,
+                 consume: bool = False) -> list[Any]:
         for child in self.children.values():
             child.timed = self.timed  # type: ignore[attr-defined]
-        return super().evaluate(args, after_step)
+        return super().evaluate(args, after_step, consume)
 
     def run_dot(self, n: Node, vals: Sequence[Any]) -> Any:
         return _typed(n, _dot(*vals, **n.attrs))

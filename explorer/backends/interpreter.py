@@ -93,19 +93,32 @@ class Interpreter:
 
     # ---- the loop
 
-    def evaluate(self, args: Sequence[Any], after_step: AfterStep | None = None) -> list[Any]:
+    def evaluate(self, args: Sequence[Any], after_step: AfterStep | None = None,
+                 consume: bool = False) -> list[Any]:
         """The graph's outputs on `args` (already prepared); `after_step(node, value)` is
-        called after each node is computed (the measuring hook)."""
+        called after each node is computed (the measuring hook). With `consume`, `args` is a
+        list the caller hands over: its entries are dropped once bound, so a parameter's
+        buffer is freed at its last use here when nothing outside holds it (a kernel body
+        run node by node then frees what its unfused ops would have)."""
         env: dict[int, Any] = {}
         with self.quiet():
+            if consume:
+                for p, k in self.params.items():
+                    env[p] = args[k]
+                assert isinstance(args, list)
+                args[:] = [None] * len(args)
             for n in self.graph.nodes:
                 if n.op == "parameter":
-                    value = args[self.params[n.id]]
+                    value = env[n.id] if consume else args[self.params[n.id]]
                 else:
-                    value = self.run_node(n, [env[i] for i in n.inputs])
+                    vals = [env[i] for i in n.inputs]
+                    for dead in self.frees.get(n.id, ()):  # the op holds them now: a body
+                        env.pop(dead, None)  # run node by node may free them early
+                    value = self.run_node(n, vals)
+                    del vals
                 env[n.id] = value
                 for dead in self.frees.get(n.id, ()):
-                    del env[dead]
+                    env.pop(dead, None)
                 if after_step is not None:
                     after_step(n, value)
                 del value
@@ -138,7 +151,7 @@ class Interpreter:
         return type(self)(body, prefix)
 
     def run_kernel(self, n: Node, vals: Sequence[Any]) -> Any:
-        return one_or_tuple(self.child(n).evaluate(vals))
+        return one_or_tuple(self.child(n).evaluate(vals, consume=isinstance(vals, list)))
 
     def run_while(self, n: Node, vals: Sequence[Any]) -> Any:
         cond, body = self.child(n, "cond"), self.child(n, "body")

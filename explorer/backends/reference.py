@@ -106,9 +106,11 @@ class NumpyInterpreter(Interpreter):
 
 
 def evaluate(g: Graph, args: Sequence[np.ndarray],
-             after_step: Callable[[Node, object], None] | None = None) -> list[np.ndarray]:
-    """Run `g` on `args` (already checked) and return its outputs."""
-    return NumpyInterpreter(g).evaluate(args, after_step)
+             after_step: Callable[[Node, object], None] | None = None,
+             consume: bool = False) -> list[np.ndarray]:
+    """Run `g` on `args` (already checked) and return its outputs; `consume`: see
+    `Interpreter.evaluate`."""
+    return NumpyInterpreter(g).evaluate(args, after_step, consume)
 
 
 def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, int]:
@@ -179,6 +181,7 @@ class ReferenceBackend(Backend):
     name = "reference"
     peak_how = NumpyInterpreter.peak_how
     temporaries = staticmethod(workspace_bytes)
+    runs_body = staticmethod(lambda n: True)  # every kernel runs node by node
 
     def compile(self, graph: Graph, options: CompileOptions) -> NumpyInterpreter:
         return NumpyInterpreter(graph)

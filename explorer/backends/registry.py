@@ -6,6 +6,10 @@ A backend is an object with
   peak_how                    how its runs measure peak memory ("tracemalloc", ...)
   temporaries                 what its ops allocate beyond their results, declared to the
                               memory planner (analysis/memory.py), or None for nothing
+  runs_body                   kernel/call node -> whether it runs the body node by node
+                              (its temporaries are then the body's), or None for never
+  loop_body                   split loop body -> its peak as the backend runs it (a fused
+                              kernel), or None to plan it node by node
   unavailable_reason()        None when it can run here, else why not
   compile(graph, options)     -> an Executable
 and an Executable has
@@ -25,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..analysis.memory import Workspace, declare_temporaries
+from ..analysis.memory import BodyPeak, RunsBody, Workspace, declare_temporaries
 from ..ir.graph import Graph
 from ..options import CompileOptions
 from .result import Kernel
@@ -60,6 +64,8 @@ class Backend:
     name: str = ""
     peak_how: str = ""
     temporaries: Workspace | None = None
+    runs_body: RunsBody | None = None
+    loop_body: BodyPeak | None = None
 
     def unavailable_reason(self) -> str | None:
         return None
@@ -82,7 +88,7 @@ def register(backend: Backend) -> Backend:
     if not backend.name or not isinstance(backend.name, str):
         raise BackendError(f"{backend!r} has no name")
     _BACKENDS[backend.name] = backend
-    declare_temporaries(backend.name, backend.temporaries)
+    declare_temporaries(backend.name, backend.temporaries, backend.runs_body, backend.loop_body)
     for key in [k for k in _CACHE if k[0] == backend.name]:
         del _CACHE[key]
     return backend
