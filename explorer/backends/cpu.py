@@ -35,7 +35,7 @@ from ..ir import dtypes
 from ..ir.graph import Graph, Node
 from ..options import CompileOptions
 from . import reference
-from .cpu_codegen import PRELUDE, CpuKernelCode, accumulator, generate
+from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, accumulator, generate
 from .kernel_plan import KernelPlan, PlanError, plan_kernel
 from .numpy_temporaries import workspace_bytes
 from .reference import NumpyInterpreter
@@ -79,9 +79,9 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
             sys.modules.pop(module_name, None)
             module_name = None
         namespace = {}
-        exec(compile(text.replace("cache=True", "cache=False"), f"<kernel {code.name}>", "exec"),
+        exec(compile(text.replace("cache=True", "cache=False"), f"<kernel {key}>", "exec"),
              namespace)
-    fn = namespace[code.name]
+    fn = namespace[KERNEL]
     _COMPILED[key] = (fn, module_name)
     while len(_COMPILED) > KERNEL_CACHE_SIZE:
         _, (_, evicted) = _COMPILED.popitem(last=False)
@@ -111,8 +111,15 @@ class CompiledKernel:
     @property
     def source(self) -> str:
         if self.code is not None:
-            return PRELUDE + "\n\n" + self.code.source
+            return f"# {self.name}: {self.call()}\n" + PRELUDE + "\n\n" + self.code.source
         return f"# runs on the reference interpreter: {self.reason}\n{self.body}\n"
+
+    def call(self) -> str:
+        """The run-time arguments this kernel passes its (shape-generic) function."""
+        assert self.code is not None
+        args = ", ".join(f"{a}={np.asarray(v).item()!r}" for a, v in self.code.scalars)
+        rows = f"; {self.code.chunks} partial rows" if self.code.chunks else ""
+        return ("called with " + args if args else "no scalar arguments") + rows
 
     def __call__(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         t0 = time.perf_counter()
@@ -141,7 +148,7 @@ class CompiledKernel:
             if code.chunks:
                 extra.append(np.full((code.chunks, *shape), identity, dtypes.to_numpy(acc)))
         try:
-            self.fn(*ins, *extra, flat_out)
+            self.fn(*ins, *extra, flat_out, *(v for _, v in code.scalars))
         except Exception as e:  # numba could not type it: fall back, once, and say why
             if type(e).__module__.startswith("numba"):
                 lines = [x for x in str(e).splitlines() if x.strip()]
