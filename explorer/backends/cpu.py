@@ -8,12 +8,16 @@ the generator cannot express (say, an op with no scalar form) runs on the refere
 interpreter, and its listed source says so.
 
 Generated modules are written to a cache folder (GAMBIT_KERNEL_CACHE, default
-~/.cache/gambit-explorer/kernels) so that numba's own cache spares recompiling them. In memory,
-the loaded kernels are kept in a least-recently-used cache of KERNEL_CACHE_SIZE entries, and a
-kernel's module stays in `sys.modules` (where numba's disk cache looks it up) only while the
-kernel is cached. The size is generous on purpose: numba never frees a compiled function's
-machine code (about 1 MiB for a fresh compile, 0.25 MiB loaded from its disk cache), so an
-evicted kernel that comes back costs that memory again; eviction only drops our references.
+~/.cache/gambit-explorer/kernels) so that numba's own cache spares recompiling them. A kernel's
+source is shape-generic (cpu_codegen.py: sizes and constants are run-time arguments), so one
+compiled function serves every kernel of the same structure, whatever its shapes. In memory,
+the loaded functions are kept in a least-recently-used cache of KERNEL_CACHE_SIZE structures,
+and a function's module stays in `sys.modules` (where numba's disk cache looks it up) only
+while it is cached. The size is generous on purpose: numba never frees a compiled function's
+machine code (about 1 MiB for a fresh compile, 0.25 MiB loaded from its disk cache; numba
+issues 2290 and 6707), so an evicted kernel that comes back costs that memory again; eviction
+only drops our references. What a long session costs is thus about 1 MiB per distinct kernel
+structure (and per argument layout numba specialises it for), not per program.
 """
 
 from __future__ import annotations
