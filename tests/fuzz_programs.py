@@ -599,10 +599,13 @@ def main(argv: Sequence[str]) -> int:
     n = int(argv[0]) if argv else 10_000
     first = int(argv[1]) if len(argv) > 1 else 0
 
+    t0 = time.perf_counter()
+
     def progress(k: int, s: Summary) -> None:
-        if (k + 1) % 100 == 0:
-            print(f"  {k + 1} programs, {len(s.findings)} findings, RSS "
-                  f"{rss_bytes() / 2**20:.0f} MiB", flush=True)
+        if (k + 1) % 100 == 0:  # the summary so far, should the run be cut short
+            s.peak_rss_end, s.seconds = peak_rss_bytes(), time.perf_counter() - t0
+            print(f"  after {k + 1}: RSS now {rss_bytes() / 2**20:.0f} MiB; {s.line()}",
+                  flush=True)
 
     s = fuzz(n, first, hlo=n // 10, every_stage=True, progress=progress)
     print(s.report(), flush=True)
