@@ -34,6 +34,7 @@ import warnings
 
 import jax
 import numpy as np
+import pytest
 
 import explorer as gx
 from explorer.backends import cpu, registry
@@ -85,6 +86,7 @@ NEW_PROGRAMS = 2400 if FULL_FUZZ else 240
 NEW_BOUND, PER_KERNEL, NEW_KERNELS = 8 * 2**20, 2 * 2**20, 8
 
 
+@pytest.mark.fuzz  # `make fuzz` runs it at full scale, 2,400 programs
 def test_rss_stays_flat_over_ever_new_programs() -> None:
     backends = tuple(b for b in ("reference", "cpu", "jax") if b in registry.available())
     warm = STRUCTURES * PER_STRUCTURE_WARM
