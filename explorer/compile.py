@@ -1,12 +1,15 @@
 """gx.compile: a jit-like callable. The first call for each set of argument shapes and dtypes
 (and pytree structure) explores the function with the default pipeline, which ends with
 `fuse` (and the split pass when a memory limit is given), compiles the final stage for the backend, and
-caches it; later calls with the same signature only run the executable.
+caches it; later calls with the same signature only run the executable. The traces are kept
+for the TRACES most recently used signatures (a function called with ever new shapes does
+not grow without bound); the executables live in the backend registry's own bounded cache.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +23,7 @@ from .passes import DEFAULT_PIPELINE
 from .trace import Trace, explore
 
 Signature = tuple[Any, tuple[tuple[tuple[int, ...], str], ...]]
+TRACES = 32  # signatures whose Trace a Compiled keeps, least recently used evicted first
 
 
 def signature(args: Sequence[Any]) -> Signature:
@@ -32,7 +36,8 @@ def signature(args: Sequence[Any]) -> Signature:
 
 
 class Compiled:
-    """The callable gx.compile returns; `.traces` holds one Trace per signature seen."""
+    """The callable gx.compile returns; `.traces` holds one Trace per signature seen (the
+    TRACES most recent)."""
 
     def __init__(self, fn: Callable[..., Any], memory_limit: int | str | None, backend: str,
                  pipeline: Sequence[str] | None) -> None:
@@ -43,15 +48,19 @@ class Compiled:
         self.memory_limit = self.options.memory_limit
         self.backend = backend
         self.pipeline = list(pipeline) if pipeline is not None else list(DEFAULT_PIPELINE)
-        self.traces: dict[Signature, Trace] = {}
+        self.traces: OrderedDict[Signature, Trace] = OrderedDict()
         functools.update_wrapper(self, fn)
 
     def trace_for(self, *args: Any) -> Trace:
         """The exploration behind calls with arguments like these (made on first use)."""
         key = signature(args)
-        if key not in self.traces:
+        if key in self.traces:
+            self.traces.move_to_end(key)
+        else:
             self.traces[key] = explore(self.fn, *args, pipeline=self.pipeline,
                                        options=self.options)
+            while len(self.traces) > TRACES:
+                self.traces.popitem(last=False)
         return self.traces[key]
 
     def __call__(self, *args: Any) -> Any:

@@ -62,6 +62,7 @@ class Program:
     source: str  # `def prog(x0, ...)`, using jnp, jax and lax
     args: tuple[np.ndarray, ...]
     memory_limit: int | None = None
+    shape_seed: int | None = None  # make_program's: sizes and values from their own seed
 
     def fn(self) -> Callable[..., Any]:
         namespace: dict[str, Any] = {"jnp": jnp, "jax": jax, "lax": jax.lax}
@@ -71,7 +72,8 @@ class Program:
     def __str__(self) -> str:
         """A reproducer: the source, then the arguments (small ones written out, larger ones
         as `make_program(seed).args` with their special values listed)."""
-        lines = [f"# seed {self.seed}, memory_limit={self.memory_limit}", self.source.rstrip()]
+        call = f"{self.seed}" + (f", {self.shape_seed}" if self.shape_seed is not None else "")
+        lines = [f"# make_program({call}), memory_limit={self.memory_limit}", self.source.rstrip()]
         for k, a in enumerate(self.args):
             if a.size <= 8:
                 lines.append(f"x{k} = np.array({a.tolist()!r}, np.{a.dtype})")
@@ -79,9 +81,20 @@ class Program:
             special = ~np.isfinite(a) | (a == 100) | (np.signbit(a) & (a == 0)) \
                 if a.dtype.kind == "f" else (a == I32.min) | (a == I32.max)
             at = {tuple(int(i) for i in ix): a[tuple(ix)].item() for ix in np.argwhere(special)[:6]}
-            lines.append(f"x{k} = make_program({self.seed}).args[{k}]  # {a.dtype}{list(a.shape)}"
+            lines.append(f"x{k} = make_program({call}).args[{k}]  # {a.dtype}{list(a.shape)}"
                          + (f", special values {at}" if at else ""))
         return "\n".join(lines) + "\n"
+
+
+# An upstream divergence the generator steers clear of: XLA on CPU (JAX eager and jit alike)
+# drops NaN from a max or min reduction of a float array of 4096 or more elements, over any
+# axis, where NumPy and our backends keep it (tests/test_differential.py pins it, so the test
+# says when XLA fixes it). Programs reduce such arrays with a sum instead.
+XLA_NAN_DROPPING_SIZE = 4096
+
+
+def _xla_drops_nan(shape: tuple[int, ...]) -> bool:
+    return int(np.prod(shape)) >= XLA_NAN_DROPPING_SIZE
 
 
 @dataclass(frozen=True)
@@ -94,9 +107,12 @@ class _Value:
 class _Gen:
     """Writes one program: a pool of values, each step reading some and adding one."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, shape_seed: int | None = None) -> None:
+        self.shape_seed = shape_seed
         self.r = random.Random(seed)
-        self.np = np.random.default_rng(seed)
+        # sizes and argument values: from the same stream as the structure, or from their own
+        self.s = self.r if shape_seed is None else random.Random(shape_seed)
+        self.np = np.random.default_rng(seed if shape_seed is None else shape_seed)
         self.lines: list[str] = []
         self.params: list[_Value] = []
         self.args: list[np.ndarray] = []
@@ -113,12 +129,12 @@ class _Gen:
             a = self.np.integers(-5, 6, size=shape).astype(np.int32)
             specials: Sequence[Any] = INT_SPECIALS
         else:
-            a = (self.np.standard_normal(shape) * self.r.choice((1.0, 1.0, 4.0))).astype(np.float32)
+            a = (self.np.standard_normal(shape) * self.s.choice((1.0, 1.0, 4.0))).astype(np.float32)
             specials = FLOAT_SPECIALS
-        if a.size and self.r.random() < 0.4:
+        if a.size and self.s.random() < 0.4:
             flat = a.reshape(-1)
-            for _ in range(self.r.randint(1, max(1, flat.size // 8))):
-                flat[self.r.randrange(flat.size)] = self.r.choice(specials)
+            for _ in range(self.s.randint(1, max(1, flat.size // 8))):
+                flat[self.s.randrange(flat.size)] = self.s.choice(specials)
         return a
 
     def emit(self, expr: str, shape: tuple[int, ...], dtype: str) -> _Value:
@@ -132,7 +148,7 @@ class _Gen:
         return self.r.choice(options) if options else None
 
     def dim(self) -> int:
-        return self.r.choice(DIMS)
+        return self.s.choice(DIMS)
 
     # ------------------------------------------------------------ steps
 
@@ -161,7 +177,8 @@ class _Gen:
             rhs = p.name if kind == "row" else f"{p.name}[:, None]"
         elif kind == "keepdims" and x.shape:
             axis = self.r.randrange(len(x.shape))
-            rhs = f"jnp.max({x.name}, axis={axis}, keepdims=True)"
+            red = "sum" if x.dtype == "f32" and _xla_drops_nan(x.shape) else "max"
+            rhs = f"jnp.{red}({x.name}, axis={axis}, keepdims=True)"
         else:
             rhs = y.name if y is not None else self.param(x.shape, x.dtype).name
         a, b = (x.name, rhs) if self.r.random() < 0.7 else (rhs, x.name)
@@ -178,10 +195,8 @@ class _Gen:
             return None
         axis = self.r.randrange(len(x.shape))
         op = self.r.choice(("sum", "max", "min", "mean") if x.dtype == "f32" else ("sum", "max"))
-        if op in ("max", "min") and len(x.shape) == 2 and x.shape[1] >= 64:
-            # XLA on CPU (JAX eager and jit alike) drops NaN from a max/min over the leading
-            # axis of an [n, 64+] array, where NumPy and our reference keep it: not ours to judge
-            axis = 1
+        if op in ("max", "min") and x.dtype == "f32" and _xla_drops_nan(x.shape):
+            op = "sum"
         keep = self.r.random() < 0.3
         shape = tuple(1 if k == axis else d for k, d in enumerate(x.shape)) if keep else \
             x.shape[:axis] + x.shape[axis + 1:]
@@ -231,7 +246,7 @@ class _Gen:
     def top_k(self, x: _Value) -> _Value | None:
         if not x.shape:
             return None
-        k = self.r.randint(1, min(4, x.shape[-1]))
+        k = self.s.randint(1, min(4, x.shape[-1]))
         which = self.r.randrange(2)
         return self.emit(f"lax.top_k({x.name}, {k})[{which}]", (*x.shape[:-1], k),
                          "f32" if which == 0 and x.dtype == "f32" else "i32"
@@ -261,21 +276,24 @@ class _Gen:
         lines = [f"def prog({', '.join(p.name for p in self.params)}):", *self.lines,
                  f"    return ({ret})"]
         source = "\n".join(lines) + "\n"
-        return Program(seed, source, tuple(self.args), self.r.choice(LIMITS))
+        return Program(seed, source, tuple(self.args), self.r.choice(LIMITS), self.shape_seed)
 
 
-def make_program(seed: int) -> Program:
-    """The random program of `seed` (the same on every machine)."""
-    return _Gen(seed).program(seed)
+def make_program(seed: int, shape_seed: int | None = None) -> Program:
+    """The random program of `seed` (the same on every machine). With `shape_seed`, the sizes
+    and argument values come from that seed instead: one structure (mostly: a size can steer
+    a choice) in many shapes."""
+    return _Gen(seed, shape_seed).program(seed)
 
 
 # ---------------------------------------------------------------- comparing
 
 
-def mismatch(got: Sequence[Any], want: Sequence[Any]) -> str:
+def mismatch(got: Sequence[Any], want: Sequence[Any], nan_for_inf: bool = False) -> str:
     """Why `got` differs from `want` (JAX eager), or "" when it agrees: shapes and dtypes
     equal, NaN and +-inf at the same places, finite floats within measure.TOLERANCE of the
-    output's magnitude, everything else exact."""
+    output's magnitude, everything else exact. `nan_for_inf` also accepts NaN where `want`
+    is +-inf (the euclidean-distance rewrite's documented divergence)."""
     if len(got) != len(want):
         return f"{len(got)} outputs, want {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
@@ -291,7 +309,7 @@ def mismatch(got: Sequence[Any], want: Sequence[Any]) -> str:
             scale = max(1.0, float(np.max(np.abs(w64[finite]), initial=0.0)))
             close = np.abs(g64 - w64) <= tol * scale
             bad = ~np.where(finite, close & np.isfinite(g64),
-                            (np.isnan(g64) & np.isnan(w64)) | (g64 == w64))
+                            (np.isnan(g64) & (np.isnan(w64) | nan_for_inf)) | (g64 == w64))
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             return (f"output {k}: {int(bad.sum())} of {w.size} differ; at {list(at)} got "
@@ -304,7 +322,7 @@ def mismatch(got: Sequence[Any], want: Sequence[Any]) -> str:
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "mismatch" or "crash"
+    kind: str  # "mismatch", "crash", or "documented" (a divergence README documents)
     backend: str  # a backend name, or "explore", "roundtrip", "jax-eager", "hlo"
     stage: str
     message: str
@@ -318,15 +336,17 @@ class Finding:
 # Defects the fuzz finds that are known and open: reported in the summary and by `make fuzz`,
 # but they do not fail `make test`; any other finding does. Remove an entry once it is fixed.
 KNOWN_OPEN: dict[str, Callable[[Finding], bool]] = {
-    # the quadratic form is not exact at zero, and turns inf - inf into NaN
-    "euclidean-distance rewrite at zero / with non-finite inputs": lambda f: (
-        f.kind == "mismatch" and f.stage != "traced" and "[:, None, :] -" in f.program),
-    # the planner does not yet bound what the reference measures on every program
-    "measured peak over memory_limit": lambda f: f.message.startswith("measured peak"),
-    # NaN to int32: JAX eager and jit disagree (INT_MIN against 0); we follow jit/XLA
-    "float to int32 of NaN": lambda f: (f.kind == "mismatch" and "astype(jnp.int32)" in f.program
-                                        and "nan" in f.program.lower()),
+    # issue 15: the planner counts a fused kernel as its result only, but the reference
+    # backend interprets the kernel's body node by node (fixed on the memsafe branch)
+    "measured peak over memory_limit (issue 15)": lambda f: f.message.startswith("measured peak"),
 }
+
+# Divergences from JAX eager that README ("Numerics and bad input") documents, each pinned by
+# a test: counted apart, never mismatches. Checked by `check_program` where they can apply.
+EUCLIDEAN_INF = ("euclidean-distance: NaN where the naive form gives inf (infinite inputs; "
+                 "README, test_infinite_inputs_give_nan_where_the_naive_form_gives_inf)")
+JIT_NOT_EAGER = ("the jax backend is XLA under jit, and gives what jax.jit of the program gives, "
+                 "which here differs from JAX eager (README; test_xla_jit_folds_log_exp)")
 
 
 def known_open(f: Finding) -> str | None:
@@ -375,7 +395,8 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
 
     fn = prog.fn()
     try:
-        want = _leaves(fn(*prog.args))
+        # on jax arrays, so methods such as `.astype` are JAX's, not NumPy's
+        want = _leaves(fn(*(jnp.asarray(a) for a in prog.args)))
     except Exception as e:  # the generator wrote something JAX rejects: a fuzz bug
         note("crash", "jax-eager", "-", f"{type(e).__name__}: {e}")
         return found
@@ -386,7 +407,16 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
         return found
     stages = _distinct_stages(tr)
     ends = {id(stages[0]), id(stages[-1])}
+    jit_want: list[np.ndarray] = []
+
+    def jitted() -> list[np.ndarray]:  # jax.jit of the program, computed on first need
+        if not jit_want:
+            jit_want.extend(_leaves(jax.jit(fn)(*prog.args)))
+        return jit_want
+
+    euclidean = False  # has the euclidean-distance rewrite fired by this stage?
     for s in stages:
+        euclidean |= s.name == "euclidean-distance" and bool(s.report and s.report.rewrites)
         try:
             g = _roundtrip(s.graph)
         except Exception as e:
@@ -401,8 +431,14 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
                 note("crash", b, s.name, f"{type(e).__name__}: {str(e)[:400]}")
                 continue
             why = mismatch(r.outputs, want)
-            if why and not any(f.backend == b for f in found):  # the first stage it shows at
-                note("mismatch", b, s.name, why)
+            if why and b == "jax" and not mismatch(r.outputs, jitted()):
+                if not any(f.backend == b and f.kind == "documented" for f in found):
+                    note("documented", b, s.name, f"{JIT_NOT_EAGER}: {why}")
+            elif why and euclidean and not mismatch(r.outputs, want, nan_for_inf=True):
+                if not any(f.backend == b and f.kind == "documented" for f in found):
+                    note("documented", b, s.name, f"{EUCLIDEAN_INF}: {why}")
+            elif why and not any(f.backend == b and f.kind == "mismatch" for f in found):
+                note("mismatch", b, s.name, why)  # the first stage it shows at
             elif limit is not None and b == "reference" and s is stages[-1] \
                     and r.peak_bytes > limit:
                 note("mismatch", b, s.name, f"measured peak {r.peak_bytes} > limit {limit}")
@@ -480,8 +516,13 @@ class Summary:
     seconds: float = 0.0
 
     def unknown(self) -> list[Finding]:
-        """Findings that are not a known open defect (KNOWN_OPEN): these fail the test."""
-        return [f for f in self.findings if known_open(f) is None]
+        """Findings that are neither documented divergences nor known open defects
+        (KNOWN_OPEN): these fail the test."""
+        return [f for f in self.findings if f.kind != "documented" and known_open(f) is None]
+
+    @property
+    def documented(self) -> int:
+        return sum(f.kind == "documented" for f in self.findings)
 
     @property
     def crashes(self) -> int:
@@ -496,7 +537,9 @@ class Summary:
         mm = ", ".join(f"{b} {by.get(b, 0)}" for b in names)
         return (f"fuzz: {self.programs} programs, {self.hlo_cases} HLO mutations; "
                 f"mismatches by backend: {mm}; crashes {self.crashes}; "
-                f"{len(self.findings) - len(self.unknown())} of the findings known open; peak RSS "
+                f"{self.documented} documented divergences (not mismatches); "
+                f"{len(self.findings) - len(self.unknown()) - self.documented} of the findings "
+                f"known open; peak RSS "
                 f"{self.peak_rss_start / 2**20:.0f} MiB at start, "
                 f"{self.peak_rss_end / 2**20:.0f} MiB at end; {self.seconds:.0f} s")
 
@@ -556,14 +599,17 @@ def main(argv: Sequence[str]) -> int:
     n = int(argv[0]) if argv else 10_000
     first = int(argv[1]) if len(argv) > 1 else 0
 
+    t0 = time.perf_counter()
+
     def progress(k: int, s: Summary) -> None:
-        if (k + 1) % 100 == 0:
-            print(f"  {k + 1} programs, {len(s.findings)} findings, RSS "
-                  f"{rss_bytes() / 2**20:.0f} MiB", flush=True)
+        if (k + 1) % 100 == 0:  # the summary so far, should the run be cut short
+            s.peak_rss_end, s.seconds = peak_rss_bytes(), time.perf_counter() - t0
+            print(f"  after {k + 1}: RSS now {rss_bytes() / 2**20:.0f} MiB; {s.line()}",
+                  flush=True)
 
     s = fuzz(n, first, hlo=n // 10, every_stage=True, progress=progress)
     print(s.report(), flush=True)
-    return 1 if s.findings else 0
+    return 1 if any(f.kind != "documented" for f in s.findings) else 0
 
 
 if __name__ == "__main__":

@@ -393,3 +393,60 @@ def test_stages_in_range_by_index_or_name(trace: gx.Trace) -> None:
     np.testing.assert_allclose(trace.run(stage=-n).value, np.sin(1.0) * 2, rtol=1e-6)
     with pytest.raises(KeyError, match="no stage named 'nope'; stages: 0 traced"):
         trace.stage("nope")
+
+
+# ---------------------------------------------------------------- distances at zero
+
+# issue 17's reports: a point's distance to itself was about 1e-5 after euclidean-distance
+# (the quadratic form's rounding), so sqrt gave 0.00195, `> 0` True and floor(exp(-d/2)) 0.
+# tests/passes/test_euclidean_distance.py covers more shapes, shared points and the tolerance.
+AT_ZERO = {
+    "sqrt": (lambda a: jnp.sqrt(jnp.sum((a[:, None] - a[None]) ** 2, -1)), 0.0),
+    "positive": (lambda a: (jnp.sum((a[:, None] - a[None]) ** 2, -1)) > 0.0, False),
+    "floor-exp": (lambda a: jnp.floor(jnp.exp(-0.5 * jnp.sum((a[:, None] - a[None]) ** 2, -1))),
+                  1.0),
+}
+
+
+@pytest.mark.parametrize("backend", ["reference", *KERNEL_BACKENDS, "jax"])
+@pytest.mark.parametrize("name", AT_ZERO)
+def test_a_distance_to_itself_is_exactly_zero(name: str, backend: str) -> None:
+    fn, diagonal = AT_ZERO[name]
+    a = np.random.default_rng(5).standard_normal((30, 16)).astype(np.float32) * 10
+    t = gx.explore(fn, a)
+    assert "sub" not in t.final.graph.ops()  # the rewrite fired
+    got = np.asarray(t.run(backend=backend).value)
+    assert (np.diag(got) == diagonal).all() and (np.diag(np.asarray(fn(a))) == diagonal).all()
+
+
+# ---------------------------------------------------------------- top_k and the sign of NaN
+
+def test_top_k_ranks_nan_by_its_sign_as_lax_top_k_does() -> None:
+    """XLA's total order: +NaN above +inf, -NaN (sqrt or log of a negative number on x86)
+    below -inf. Found by the differential fuzz (top_k of a sqrt)."""
+    with np.errstate(invalid="ignore"):
+        neg_nan = np.sqrt(np.float32(-1.0))
+    pos_nan = np.abs(neg_nan)
+    assert np.signbit(neg_nan) and not np.signbit(pos_nan)
+    x = np.array([1.0, neg_nan, -np.inf, pos_nan, np.inf, -2.0, neg_nan, pos_nan], np.float32)
+    want = [np.asarray(v) for v in jax.lax.top_k(jnp.asarray(x), 8)]
+    t = gx.explore(lambda x: jax.lax.top_k(x, 8), x)
+    for backend in ("reference", *KERNEL_BACKENDS, "jax"):
+        got = [np.asarray(v) for v in t.run(backend=backend).value]
+        np.testing.assert_array_equal(got[1], want[1], err_msg=backend)
+    # split along the top_k axis: chunks' top 3 merged (backends/combine.py)
+    def body(cols: int) -> Graph:
+        b = GraphBuilder("body")
+        top = b.add("top_k", [b.param(TensorType((2, cols), "f32"), "x")], {"k": 3, "axis": 1})
+        return b.build([b.add("get_tuple_element", [top], {"index": i}) for i in (0, 1)])
+
+    b = GraphBuilder("main")
+    p = b.param(TensorType((2, 16), "f32"), "x")
+    loop = b.add("loop", [p], {"size": 16, "chunk": 4, "split_inputs": ((0, 1),),
+                               "combine": (("top_k", 1), ("index", 0)), "body": body(4)})
+    g = b.build([b.add("get_tuple_element", [loop], {"index": k}) for k in (0, 1)])
+    xs = np.stack([np.tile(x, 2), np.roll(np.tile(x, 2), 5)])
+    want3 = np.asarray(jax.lax.top_k(jnp.asarray(xs), 3)[1])
+    for backend in ("reference", *KERNEL_BACKENDS, "jax"):
+        got = registry.run_graph(g, [xs], backend).outputs[1]
+        np.testing.assert_array_equal(np.asarray(got), want3, err_msg=backend)

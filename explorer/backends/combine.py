@@ -23,6 +23,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import TensorType
+from ..ir.ops import top_k_key
 from ..ir.traits import MONOIDS
 
 
@@ -85,12 +86,13 @@ def merge_top_k(xp: Any, values: Any, indices: Any | None, new_values: Any,
     running entries come first, so a stable sort keeps lower indices first among ties."""
     k = values.shape[axis]
     both = xp.concatenate([values, new_values], axis=axis)
-    if is_jax(xp):  # (traced: no float64 without x64 mode, and no buffers to spare)
-        order = xp.argsort(both, axis=axis, stable=True, descending=True)
+    if is_jax(xp):  # (traced: no float64 without x64 mode) lax.top_k's own order
+        import jax
+
+        _, order = jax.lax.top_k(xp.moveaxis(both, axis, -1), both.shape[axis])
+        order = xp.moveaxis(order, -1, axis)
     else:
-        key = xp.negative(both.astype(xp.float64))  # as the top_k reference orders them
-        key[xp.isnan(key)] = -xp.inf  # NaN first, then +inf
-        key[xp.isneginf(key) & ~xp.isnan(both)] = -xp.finfo(xp.float64).max
+        key = top_k_key(xp, both)  # as the top_k reference orders them
         order = xp.argsort(key, axis=axis, kind="stable")
         del key
     order = chunk_of(order, axis, 0, k)

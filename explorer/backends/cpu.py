@@ -8,12 +8,16 @@ the generator cannot express (say, an op with no scalar form) runs on the refere
 interpreter, and its listed source says so.
 
 Generated modules are written to a cache folder (GAMBIT_KERNEL_CACHE, default
-~/.cache/gambit-explorer/kernels) so that numba's own cache spares recompiling them. In memory,
-the loaded kernels are kept in a least-recently-used cache of KERNEL_CACHE_SIZE entries, and a
-kernel's module stays in `sys.modules` (where numba's disk cache looks it up) only while the
-kernel is cached. The size is generous on purpose: numba never frees a compiled function's
-machine code (about 1 MiB for a fresh compile, 0.25 MiB loaded from its disk cache), so an
-evicted kernel that comes back costs that memory again; eviction only drops our references.
+~/.cache/gambit-explorer/kernels) so that numba's own cache spares recompiling them. A kernel's
+source is shape-generic (cpu_codegen.py: sizes and constants are run-time arguments), so one
+compiled function serves every kernel of the same structure, whatever its shapes. In memory,
+the loaded functions are kept in a least-recently-used cache of KERNEL_CACHE_SIZE structures,
+and a function's module stays in `sys.modules` (where numba's disk cache looks it up) only
+while it is cached. The size is generous on purpose: numba never frees a compiled function's
+machine code (about 1 MiB for a fresh compile, 0.25 MiB loaded from its disk cache; numba
+issues 2290 and 6707), so an evicted kernel that comes back costs that memory again; eviction
+only drops our references. What a long session costs is thus about 1 MiB per distinct kernel
+structure (and per argument layout numba specialises it for), not per program.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from ..ir import dtypes
 from ..ir.graph import Graph, Node
 from ..options import CompileOptions
 from . import reference
-from .cpu_codegen import PRELUDE, CpuKernelCode, accumulator, generate
+from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, accumulator, generate
 from .cpu_mapreduce import body_peak as mapreduce_body_peak
 from .cpu_mapreduce import compile_body
 from .kernel_plan import KernelPlan, PlanError, plan_kernel
@@ -83,9 +87,9 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
             sys.modules.pop(module_name, None)
             module_name = None
         namespace = {}
-        exec(compile(text.replace("cache=True", "cache=False"), f"<kernel {code.name}>", "exec"),
+        exec(compile(text.replace("cache=True", "cache=False"), f"<kernel {key}>", "exec"),
              namespace)
-    fn = namespace[code.name]
+    fn = namespace[KERNEL]
     _COMPILED[key] = (fn, module_name)
     while len(_COMPILED) > KERNEL_CACHE_SIZE:
         _, (_, evicted) = _COMPILED.popitem(last=False)
@@ -115,8 +119,15 @@ class CompiledKernel:
     @property
     def source(self) -> str:
         if self.code is not None:
-            return PRELUDE + "\n\n" + self.code.source
+            return f"# {self.name}: {self.call()}\n" + PRELUDE + "\n\n" + self.code.source
         return f"# runs on the reference interpreter: {self.reason}\n{self.body}\n"
+
+    def call(self) -> str:
+        """The run-time arguments this kernel passes its (shape-generic) function."""
+        assert self.code is not None
+        args = ", ".join(f"{a}={np.asarray(v).item()!r}" for a, v in self.code.scalars)
+        rows = f"; {self.code.chunks} partial rows" if self.code.chunks else ""
+        return ("called with " + args if args else "no scalar arguments") + rows
 
     def __call__(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         t0 = time.perf_counter()
@@ -145,7 +156,7 @@ class CompiledKernel:
             if code.chunks:
                 extra.append(np.full((code.chunks, *shape), identity, dtypes.to_numpy(acc)))
         try:
-            self.fn(*ins, *extra, flat_out)
+            self.fn(*ins, *extra, flat_out, *(v for _, v in code.scalars))
         except Exception as e:  # numba could not type it: fall back, once, and say why
             if type(e).__module__.startswith("numba"):
                 lines = [x for x in str(e).splitlines() if x.strip()]

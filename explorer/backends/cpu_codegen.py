@@ -5,14 +5,18 @@ cores, a numba loop nest with `parallel=True` took 29 ms, `jax.jit` 39 ms, cache
 NumPy (16K-element blocks, `out=` buffers) 90 ms on one thread and 122 ms on two, NumPy eager
 164 ms (bench/RESULTS.md). Only the loop nest reads each input once and keeps nothing else.
 
-The kernel is one function specialised to its shapes (the sizes are literals, as XLA
-specialises). Phase A loops over the iteration space in memory order, computing each point's
-prologue values in registers and folding the reduced value into a scalar accumulator; the
-outermost loop is `prange` when the space is large. When the outermost dimension is itself
+The kernel's source is shape-generic: the loop bounds (`n0`, `n1`, ...) and the scalar
+constants (`v<id>`) are run-time arguments and the function is always named `kernel`, so every
+kernel with the same structure (ops, element types, ranks, which input dimensions broadcast,
+whether it runs in parallel) has the same source and compiles once, whatever its shapes and
+constants: numba never frees compiled code, so a per-shape kernel would cost about 1 MiB for
+every new program shape. Phase A loops over the iteration space in memory order, computing each
+point's prologue values in registers and folding the reduced value into a scalar accumulator;
+the outermost loop is `prange` when the space is large. When the outermost dimension is itself
 reduced, each parallel chunk folds into its own row of `partial`, and the rows are combined
-afterwards. Phase B runs the epilogue over the (small) reduced result. Float sums and
-products accumulate in float64. The kernel allocates nothing: every buffer it writes
-(outputs, `red`, `partial`) is allocated by the launcher with NumPy, where tracemalloc sees it.
+afterwards. Phase B runs the epilogue over the (small) reduced result. Float sums and products
+accumulate in float64. The kernel allocates nothing: every buffer it writes (outputs, `red`,
+`partial`) is allocated by the launcher with NumPy, where tracemalloc sees it.
 """
 
 from __future__ import annotations
@@ -74,14 +78,19 @@ COMBINE = {"add": "_radd({0}, {1})", "mul": "_rmul({0}, {1})", "max": "_max({0},
            "min": "_min({0}, {1})", "and": "{0} & {1}", "or": "{0} | {1}"}
 
 
+KERNEL = "kernel"  # the generated function's name, the same for every kernel
+
+
 @dataclass(frozen=True)
 class CpuKernelCode:
-    name: str
-    source: str
+    name: str  # the region's name, for listings (the function itself is KERNEL)
+    source: str  # shape-generic: the same for every kernel of one structure
     parallel: bool
     red: str | None  # None: no reduction; "out": it folds into the output; else its dtype
     identity: object
     chunks: int  # rows of `partial` (0: none)
+    # the run-time arguments after `out`, (name, value): loop bounds, then constants
+    scalars: tuple[tuple[str, object], ...] = ()
 
 
 def scalar(v: object, d: str) -> str:
@@ -95,6 +104,7 @@ def scalar(v: object, d: str) -> str:
 
 
 def literal(n: Node) -> str:
+    """A scalar constant baked into the source (the map-reduce kernels' constants)."""
     return scalar(n.attrs["value"].array, n.dtype)
 
 
@@ -126,14 +136,19 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         red = "out" if not plan.epilogue and acc == plan.output.dtype else acc
     args = [f"in{k}" for k in range(len(body.params))] + (["red"] if red not in (None, "out") else [])
     args += (["partial"] if partials else []) + ["out"]
+    # run-time scalars: the loop bounds, then the constants (typed as the kernel reads them)
+    # (`partial`'s rows, `chunks`, are its first dimension)
+    rank = len(plan.loop_shape)
+    constants = [n for n in body.nodes if n.op == "constant"]
+    scalars = (*((f"n{d}", np.int64(size)) for d, size in enumerate(plan.loop_shape)),
+               *((f"v{n.id}", dtypes.to_numpy(n.dtype).type(n.attrs["value"].array.item()))
+                 for n in constants))
+    args += [a for a, _ in scalars]
     w = _Writer()
     w.depth = 0
     w(f"@njit(parallel={parallel}, error_model='numpy', cache=True)")
-    w(f"def {name}({', '.join(args)}):")
+    w(f"def {KERNEL}({', '.join(args)}):")
     w.depth = 1
-    for n in body.nodes:
-        if n.op == "constant":
-            w(f"v{n.id} = {literal(n)}")
 
     def value(i: int, loop_vars: list[str], shape: tuple[int, ...]) -> str:
         n = body[i]
@@ -158,7 +173,6 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
             w(f"v{n.id} = {np_type(n.dtype)}({_expr(n)(operands, n)})")
 
     # ---- phase A: the iteration space
-    rank = len(plan.loop_shape)
     ivars = [f"i{d}" for d in range(rank)]
     suffix = rank
     while suffix > 0 and suffix - 1 in axes:
@@ -166,10 +180,11 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
     kept = [ivars[d] for d in range(rank) if d not in axes] or ["0"]
     target = "out" if red == "out" else "red"
     if partials:
-        w(f"for c in prange({chunks}):")
+        w("chunks = partial.shape[0]")
+        w("for c in prange(chunks):")
         w.depth += 1
-        w(f"lo = c * {plan.loop_shape[0]} // {chunks}")
-        w(f"hi = (c + 1) * {plan.loop_shape[0]} // {chunks}")
+        w("lo = c * n0 // chunks")
+        w("hi = (c + 1) * n0 // chunks")
     for d in range(rank):
         if plan.reduce is not None and d == suffix:
             w(f"acc = {scalar(identity, acc)}")
@@ -177,7 +192,7 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
             w("for i0 in range(lo, hi):")
         else:
             w(f"for {ivars[d]} in {'prange' if d == 0 and parallel and not partials else 'range'}"
-              f"({plan.loop_shape[d]}):")
+              f"(n{d}):")
         w.depth += 1
     if plan.reduce is not None and suffix == rank:
         w(f"acc = {scalar(identity, acc)}")
@@ -196,26 +211,26 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         if partials:  # indexed as phase B reads it: numba's parfor fusion does not see
             # through a reshaped alias, and once fused phase B with it (stale reads)
             kvars = [f"k{d}" for d in range(len(plan.out_shape))]
-            for d, n in enumerate(plan.out_shape):
-                w(f"for k{d} in {'prange' if d == 0 else 'range'}({n}):")
+            for d in range(len(plan.out_shape)):
+                w(f"for k{d} in {'prange' if d == 0 else 'range'}(out.shape[{d}]):")
                 w.depth += 1
             at = ", ".join(kvars) or "0"
             w(f"a = partial[0, {at}]")
-            w(f"for c in range(1, {chunks}):")
+            w("for c in range(1, chunks):")
             w("    a = " + COMBINE[kind].format("a", f"partial[c, {at}]"))
             w(f"{target}[{at}] = a")
             w.depth -= len(plan.out_shape)
     # ---- phase B: the epilogue, over the result's shape
     if plan.reduce is not None and red != "out":
         jvars = [f"j{d}" for d in range(len(plan.out_shape))]
-        for d, n in enumerate(plan.out_shape):
-            w(f"for j{d} in {'prange' if d == 0 and parallel else 'range'}({n}):")
+        for d in range(len(plan.out_shape)):
+            w(f"for j{d} in {'prange' if d == 0 and parallel else 'range'}(out.shape[{d}]):")
             w.depth += 1
         w(f"v{plan.reduce.id} = {np_type(plan.reduce.dtype)}(red[{', '.join(jvars) or '0'}])")
         emit(plan.epilogue, jvars, plan.out_shape)
         w(f"out[{', '.join(jvars) or '0'}] = {value(plan.output.id, jvars, plan.out_shape)}")
     source = "\n".join(w.lines) + "\n"
-    return CpuKernelCode(name, source, parallel, red, identity, chunks)
+    return CpuKernelCode(name, source, parallel, red, identity, chunks, scalars)
 
 
 # ---------------------------------------------------------------- helpers the kernels call
@@ -226,7 +241,7 @@ import numpy as np
 from numba import njit, prange
 
 from explorer.backends.cpu_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
-                                            _to_int)
+                                            _tk_key, _to_int)
 '''
 
 
@@ -241,6 +256,16 @@ def _helpers() -> dict[str, object]:
     @njit(inline="always")
     def _min(a, b):
         return a if (a < b or a != a) else b
+
+    @njit(inline="always")
+    def _tk_key(x):  # lax.top_k's total order (ir/ops.top_k_key): +NaN, +inf, ..., -inf, -NaN
+        if x != x:
+            return np.inf if math.copysign(1.0, x) > 0 else -np.inf
+        if x == np.inf:
+            return 1.7976931348623157e308
+        if x == -np.inf:
+            return -1.7976931348623157e308
+        return np.float64(x)
 
     @njit(inline="always")
     def _idiv(a, b):  # lax.div on integers: truncates toward zero; x / 0 -> 0
@@ -291,7 +316,7 @@ def _helpers() -> dict[str, object]:
             return t(x)
         return saturate
 
-    return {"_max": _max, "_min": _min, "_idiv": _idiv, "_irem": _irem,
+    return {"_max": _max, "_min": _min, "_tk_key": _tk_key, "_idiv": _idiv, "_irem": _irem,
             "_radd": _radd, "_rmul": _rmul, "_round_away": _round_away, "_to_int": _to_int}
 
 

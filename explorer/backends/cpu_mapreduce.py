@@ -2,8 +2,8 @@
 mapreduce_plan.py reads compiles to ONE numba kernel. For each row i (in parallel), a loop
 over j computes the pairwise value S[i, j] in registers and folds it into the row's
 accumulators: sums (reassociating, so LLVM may vectorize), max/min, argmax/argmin (first
-NaN, first of ties), a sorted buffer of the best k for top_k (NaN first, ties keep the lower
-index, as lax.top_k), products with V, and for softmax/logsumexp a running maximum with the
+NaN, first of ties), a sorted buffer of the best k for top_k (lax.top_k's order: +NaN
+first, -NaN last, ties keep the lower index), products with V, and for softmax/logsumexp a running maximum with the
 sum and products rescaled when it grows (online, as flash attention and KeOps's LogSumExp).
 The [I, J] chunk never exists. `pre` (the vectors the body computes from its inputs) and
 `post` (what it computes from the folds) run on the reference interpreter.
@@ -25,7 +25,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Graph
 from ..ir.ops import dot_dims
-from .cpu_codegen import PRELUDE, CpuKernelCode, _expr, literal, np_type, scalar
+from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, literal, np_type, scalar
 from .kernel_plan import PlanError
 from .mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
 
@@ -100,8 +100,9 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     arg = {leaf: f"in{k}" for k, leaf in enumerate(plan.leaves)}
     out_name = {o: f"out{k}" for k, o in enumerate(plan.outs)}
     nk, nr = plan.shape[plan.kept], plan.shape[1 - plan.kept]
-    lines = ["@njit(parallel=True, error_model='numpy', cache=True)",
-             f"def {name}({', '.join([*arg.values(), *out_name.values()])}):",
+    lines = [f"# mapreduce_{name}: one sweep per row, the pairwise chunk never stored",
+             "@njit(parallel=True, error_model='numpy', cache=True)",
+             f"def {KERNEL}({', '.join([*arg.values(), *out_name.values()])}):",
              f"    for i in prange({nk}):"]
     head, loop, tail = [], [], []
     for k, r in enumerate(plan.reductions):
@@ -136,19 +137,19 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
             tail.append(f"{out_name[r.outs[0]]}[i] = at{k}")
         elif r.kind == "top_k":
             vals, idx = (out_name[o] for o in r.outs[1:3])  # values, indices (as lax.top_k)
-            kk = r.k  # a sorted buffer of the best k so far: NaN first, ties keep the first
+            kk = r.k  # a sorted buffer of the best k so far in lax.top_k's order, ties keep the first
             loop += [f"{ind}p = filled{k}",
                      f"{ind}take = True",
                      f"{ind}if p == {kk}:",
                      f"{ind}    last = {vals}[i, {kk - 1}]",
-                     f"{ind}    take = {xv} > last or ({xv} != {xv} and last == last)",
+                     f"{ind}    take = _tk_key({xv}) > _tk_key(last)",
                      f"{ind}    p = {kk - 1}",
                      f"{ind}else:",
                      f"{ind}    filled{k} = p + 1",
                      f"{ind}if take:",
                      f"{ind}    while p > 0:",
                      f"{ind}        prev = {vals}[i, p - 1]",
-                     f"{ind}        if not ({xv} > prev or ({xv} != {xv} and prev == prev)):",
+                     f"{ind}        if not _tk_key({xv}) > _tk_key(prev):",
                      f"{ind}            break",
                      f"{ind}        {vals}[i, p] = prev",
                      f"{ind}        {idx}[i, p] = {idx}[i, p - 1]",

@@ -35,6 +35,7 @@ DIALECT = "cuda"  # the op table's scalar forms this generator reads
 # integer type T as XLA converts: a float truncates, NaN gives 0 and out-of-range values
 # saturate at T's bounds, compared in F where the max may round up to a power of two; an
 # integer or bool operand, for which F(1.5) == F(1), wraps).
+# _tk_key: lax.top_k's total order as a double (ir/ops.top_k_key): +NaN, +inf, ..., -inf, -NaN
 PREAMBLE = """template <typename T> __device__ T _max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ T _min(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T> __device__ T _idiv(T a, T b) { return b == 0 ? T(0) : a / b; }
@@ -48,6 +49,11 @@ template <typename T, typename F> __device__ T _to_int(F x) {
 }
 __device__ inline double _inf() { return __longlong_as_double(0x7ff0000000000000LL); }
 __device__ inline double _nan() { return __longlong_as_double(0x7ff8000000000000LL); }
+template <typename T> __device__ double _tk_key(T x) {
+  const double v = (double)x;
+  if (v != v) return signbit(v) ? -_inf() : _inf();
+  return v == _inf() ? 1.7976931348623157e308 : v == -_inf() ? -1.7976931348623157e308 : v;
+}
 """
 
 

@@ -1094,11 +1094,21 @@ def _topk_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
     return TupleType((TensorType(shape, t.dtype), TensorType(shape, "i32")))
 
 
+def top_k_key(xp: Any, x: Any) -> Any:
+    """A float64 key whose stable ascending sort is lax.top_k's order: XLA's total order,
+    descending, so +NaN first, then +inf, the finite values, -inf, and -NaN last (the NaN
+    that sqrt or log of a negative number gives on x86 has its sign bit set)."""
+    key = xp.negative(x.astype(xp.float64))  # exact for every integer type up to 2**53
+    if xp.issubdtype(x.dtype, xp.floating):
+        big, nan, neg = xp.finfo(xp.float64).max, xp.isnan(x), xp.signbit(x)
+        key[xp.isposinf(x)], key[xp.isneginf(x)] = -big, big
+        key[nan & ~neg], key[nan & neg] = -xp.inf, xp.inf
+    return key
+
+
 def _topk_ref(x, k, axis=-1):
     moved = np.moveaxis(x, axis, -1)
-    key = -moved.astype(np.float64)  # exact for every integer type up to 2**53
-    key[np.isnan(key)] = -np.inf  # as lax.top_k: NaN ranks above everything, +inf included
-    key[np.isneginf(key) & ~np.isnan(moved)] = -np.finfo(np.float64).max  # +inf just below
+    key = top_k_key(np, moved)
     idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
     vals = np.take_along_axis(moved, idx, -1)
     return np.moveaxis(vals, -1, axis), np.moveaxis(idx.astype(np.int32), -1, axis)

@@ -76,8 +76,11 @@ for stage in trace.stages:
 
 # %% [markdown]
 # The program after `euclidean-distance`: two row norms (`reduce_sum` of `mul`), one
-# `dot_general` with `B` scaled by -2, and additions of N×M size. A final `max(..., 0)`
-# keeps rounding from producing a negative distance. No node is N×M×K any more.
+# `dot_general` with `B` scaled by -2(1 + c), and additions of N×M size. A final
+# `max(..., 0)` keeps rounding from producing a negative distance; the tiny c (2(K+2) units of
+# float32 roundoff, 2.1e-6 here) makes the form slightly negative where two points coincide,
+# so the clamp turns a point's distance to itself into an exact 0 rather than rounding noise
+# (README, "Numerics and bad input"). No node is N×M×K any more.
 
 # %%
 rewritten = trace.stage("euclidean-distance")
@@ -105,8 +108,8 @@ print("FLOPs:", f"{traced.cost.flops:,}", "->", f"{rewritten.cost.flops:,}")
 # %% [markdown]
 # The quadratic form is not bit-identical: `|a|² + |b|² - 2a·b` cancels when two points are
 # close, so it is accurate relative to the norms, not to the distance itself. Compared with
-# a float64 NumPy computation of the broadcast form, both programs are within float32
-# rounding of the norms:
+# a float64 NumPy computation of the broadcast form, both programs are within a few units of
+# float32 rounding of the norms (the rewritten one also within c of them):
 
 # %%
 a64, b64 = A.astype(np.float64), B.astype(np.float64)
@@ -114,7 +117,7 @@ exact = ((a64[:, None, :] - b64[None, :, :]) ** 2).sum(-1)
 scale = (a64**2).sum(-1)[:, None] + (b64**2).sum(-1)[None, :]
 for stage in ("traced", "euclidean-distance"):
     err = np.abs(trace.run(stage=stage).value - exact) / scale
-    print(f"{stage:>20}: error relative to |a|²+|b|² below 1e-6: {bool(err.max() < 1e-6)}")
+    print(f"{stage:>20}: error relative to |a|²+|b|² below 1e-5: {bool(err.max() < 1e-5)}")
 print("no negative distances:", bool((trace.run().value >= 0).all()))
 
 # %% [markdown]

@@ -91,9 +91,11 @@ print("measured peak of temporaries:", measured(result.peak_bytes))
 
 # %% [markdown]
 # One loop reads `in0`, `in1` and `in2` (y, z and x, in the order the kernel's inputs
-# appear) and accumulates in float64, as the reference interpreter does. The measured peak
-# is a kilobyte or two of NumPy scalars and bookkeeping, where the op-by-op program
-# allocates two n-element arrays.
+# appear) and accumulates in float64, as the reference interpreter does. The sizes (`n0`)
+# and any constants are arguments, listed in the first line: numba never frees compiled
+# code, so one compiled function serves every kernel of this structure, whatever its shapes.
+# The measured peak is a kilobyte or two of NumPy scalars and bookkeeping, where the
+# op-by-op program allocates two n-element arrays.
 #
 # ## The GPU kernel
 #
