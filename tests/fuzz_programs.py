@@ -12,9 +12,9 @@ top_k and conversions over f32 and i32, its inputs salted with special values (n
   - every stage prints, parses back (`gx.parse(str(graph))`) to an equal graph and verifies;
   - the parsed graph of every distinct stage runs on the reference interpreter, and the traced
     and final stages (every distinct stage with `every_stage=True`) on every available
-    backend (`registry.sweep()`: not dask, which starts a cluster); outputs are compared with `fn(*args)` under JAX eager:
-    same shapes and dtypes, NaN and +-inf at the same places, finite values within
-    measure.TOLERANCE relative to the output's magnitude, integers exact.
+    backend (`registry.sweep()`: not dask, which starts a cluster); outputs are compared with
+    `fn(*args)` under JAX eager: same shapes and dtypes, NaN and +-inf at the same places,
+    finite values within measure.TOLERANCE relative to the output's magnitude, integers exact.
 
 A mismatch or crash is a `Finding` whose `report()` is a self-contained reproducer. `fuzz()`
 runs a batch and returns a `Summary`, whose line says programs, mismatches by backend, crashes

@@ -3,8 +3,17 @@ and the backends registered with it: reference (the oracle), cpu, gpu, jax and d
 is one module that registers itself, imported here."""
 
 from . import cpu, dask, gpu, jax, reference  # noqa: F401  (each registers its backend)
-from .registry import (BackendError, available, executable, get, names, register, run_graph,
-                       unavailable_reason)
+from .registry import (
+                       BackendError,
+                       available,
+                       executable,
+                       get,
+                       names,
+                       register,
+                       run_graph,
+                       sweep,
+                       unavailable_reason,
+)
 
 __all__ = ["BackendError", "available", "executable", "get", "names", "register", "run_graph",
-           "unavailable_reason"]
+           "sweep", "unavailable_reason"]

@@ -17,9 +17,9 @@ Dask schedules, moves data, retries the tasks of a worker that dies, and shows p
 Which cluster: `client=` (trace.run, gx.compile, `%%gambit --scheduler`) takes a
 `distributed.Client` or a scheduler address; without one the active client is used
 (`distributed.get_client()`); without that a LocalCluster sized to the machine (one worker
-process per core, one thread each, on 127.0.0.1, dashboard on loopback when bokeh is
-installed) is started when the run reaches its first split loop and closed after the run. An unreachable address fails within
-CONNECT_TIMEOUT_S.
+process per core, one thread each, on 127.0.0.1, dashboard on loopback) is started when the
+run reaches its first split loop, and closed when the run ends. An unreachable address fails
+within CONNECT_TIMEOUT_S.
 
 Memory: the split pass sized the chunks so one iteration fits `memory_limit`; a task holds one
 iteration's temporaries plus its running results, so every task's peak of temporaries is
@@ -38,7 +38,6 @@ import importlib.util
 import os
 import sys
 import threading
-import time
 import tracemalloc
 import uuid
 from collections import OrderedDict
@@ -117,15 +116,14 @@ _ACTIVE: ContextVar[Session | None] = ContextVar("gambit_dask_session", default=
 
 def local_cluster(n_workers: int | None = None, **kwargs: Any) -> Any:
     """A LocalCluster as this backend starts one: worker processes on 127.0.0.1, one thread
-    each (numba's kernels then use one thread too: no oversubscription; Dask's profiler off),
+    each (Dask's profiler off),
     the dashboard on loopback (a page that asks for bokeh when bokeh is not installed)."""
     from distributed import LocalCluster
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     options: dict[str, Any] = dict(n_workers=n_workers or cores or 1, threads_per_worker=1,
                                    processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                   env={"NUMBA_NUM_THREADS": "1",
-                                        "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"})
+                                   env={"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"})
     options.update(kwargs)
     return LocalCluster(**options)
 
@@ -253,9 +251,22 @@ def _worker_name() -> str:
         return f"pid {os.getpid()}"
 
 
+def _numba_threads(per_host: dict[str, int]) -> None:
+    """Share this host's cores among the worker threads Dask runs on it (numba's setting is
+    per thread): no oversubscription."""
+    import numba
+
+    host = _worker_name().rsplit(":", 1)[0]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    want = max(1, (cores or 1) // max(1, per_host.get(host, 1)))
+    numba.set_num_threads(min(want, numba.config.NUMBA_NUM_THREADS))
+
+
 def run_range(token: str, graph: Graph, node_id: int, lo: int, hi: int, measure: bool,
-              *vals: np.ndarray) -> Part:
-    """One task: the loop `node_id` of `graph` over positions [lo, hi)."""
+              per_host: dict[str, int], *vals: np.ndarray) -> Part:
+    """One task: the loop `node_id` of `graph` over positions [lo, hi). `per_host`: worker
+    threads per host address."""
+    _numba_threads(per_host)
     exe = _worker_interpreter(token, graph)
     n = graph[node_id]
     with exe.quiet():
@@ -336,7 +347,12 @@ class DaskInterpreter(CpuInterpreter):
         self._check_memory(client, vals)
         graph_f, *val_fs = client.scatter([self.graph, *vals], broadcast=True, hash=False)
         tag = f"{self.token[:8]}-{n.id}"
-        parts = [client.submit(run_range, self.token, graph_f, n.id, lo, hi, measure, *val_fs,
+        per_host: dict[str, int] = {}
+        for address, k in threads.items():
+            host = address.rsplit(":", 1)[0]
+            per_host[host] = per_host.get(host, 0) + k
+        parts = [client.submit(run_range, self.token, graph_f, n.id, lo, hi, measure, per_host,
+                               *val_fs,
                                key=f"gambit-chunks-{tag}-{lo}", pure=False, priority=-k)
                  for k, (lo, hi) in enumerate(ranges(a["size"], a["chunk"],
                                                      TASKS_PER_THREAD * sum(threads.values())))]

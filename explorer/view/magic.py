@@ -126,7 +126,8 @@ class GambitMagics(Magics):
               help="with --backend dask: the Dask scheduler to run on, e.g. tcp://10.0.0.1:8786 "
                    "(default: the active client, else a local cluster for the cell)")
     @argument("--compare", action="store_true",
-              help="measure the final stage on every available backend against NumPy, JAX "
+              help="measure the final stage on every available backend (not dask, unless it is "
+                   "--backend) against NumPy, JAX "
                    "eager and jax.jit; show the table and plot under the widget")
     @argument("--xla", action="store_true", help="also show XLA's own pipeline, pass by pass")
     @argument("--no-run", action="store_true",

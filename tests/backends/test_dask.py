@@ -105,7 +105,7 @@ def test_tree_merge_equals_the_sequential_loop() -> None:
         [n] = _loops(tr)
         interp = NumpyInterpreter(g)
         env: dict[int, Any] = {}
-        interp.evaluate(tr.flat_args(args), lambda node, value: env.__setitem__(node.id, value))
+        interp.evaluate(tr.flat_args(args), lambda node, value, env=env: env.__setitem__(node.id, value))
         vals = [env[i] for i in n.inputs]
         size, chunk = n.attrs["size"], n.attrs["chunk"]
         types = list(n.type.elements) if isinstance(n.type, TupleType) else [n.type]
@@ -251,3 +251,24 @@ def test_long_runs_show_dask_progress(client: Any, monkeypatch, capsys) -> None:
     tr = gx.explore(fn, *args, memory_limit=limit)
     tr.run(backend="dask", client=client, progress=True)
     assert "Completed" in capsys.readouterr().out
+
+
+def test_gambit_magic_runs_on_the_scheduler_given(client: Any, monkeypatch) -> None:
+    from IPython.core.error import UsageError
+    from IPython.testing.globalipapp import start_ipython
+
+    from explorer.view import magic
+
+    monkeypatch.setattr(magic, "display", lambda *a: None)
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "explorer")
+    ip.user_ns.update(kernel_vector=kernel_vector, args=PROGRAMS["kernel-vector (sum)"][1])
+    cell = "kernel_vector(*args)"
+    line = f"--backend dask --scheduler {client.scheduler.address} --memory-limit 16MiB"
+    value = ip.run_cell_magic("gambit", line + " --out dask_trace", cell)
+    want = ip.user_ns["dask_trace"].run(backend="cpu").value
+    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(UsageError, match="cannot connect to the Dask scheduler"):
+        ip.run_cell_magic("gambit", "--backend dask --scheduler tcp://127.0.0.1:9", cell)
+    with pytest.raises(UsageError, match="--scheduler is for --backend dask"):
+        ip.run_cell_magic("gambit", "--backend cpu --scheduler tcp://127.0.0.1:9", cell)
