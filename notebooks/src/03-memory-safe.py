@@ -180,7 +180,8 @@ client = Client(cluster)  # the active client from now on
 
 on_dask = trace.run(backend="dask", progress=False)
 on_cpu = trace.run(backend="cpu")
-print("same values as the CPU backend:", np.allclose(on_dask.value, on_cpu.value, rtol=1e-4))
+gap = np.max(np.abs(on_dask.value - on_cpu.value)) / np.max(np.abs(on_cpu.value))
+print("same values as the CPU backend (float32 sums in another order):", gap < 1e-5)
 print("ran on this cluster's workers:",
       set(on_dask.workers) <= set(client.scheduler_info()["workers"]))
 print("largest measured peak, any task or this process, within 16 MiB:",
