@@ -40,9 +40,10 @@ class Compiled:
     TRACES most recent)."""
 
     def __init__(self, fn: Callable[..., Any], memory_limit: int | str | None, backend: str,
-                 pipeline: Sequence[str] | None) -> None:
+                 pipeline: Sequence[str] | None, settings: dict[str, Any] | None = None) -> None:
         if backend not in registry.names():  # a registered but unavailable one fails on call
             registry.get(backend)
+        self.settings = dict(settings or {})  # the backend's run settings (dask: client=)
         self.fn = fn
         self.options = CompileOptions.make(memory_limit, backend)
         self.memory_limit = self.options.memory_limit
@@ -66,7 +67,8 @@ class Compiled:
     def __call__(self, *args: Any) -> Any:
         t = self.trace_for(*args)
         exe = registry.executable(t.final.graph, self.backend, self.options)
-        outs = exe.execute(exe.prepare(t.flat_args(args)))
+        with registry.get(self.backend).session(**self.settings):
+            outs = exe.execute(exe.prepare(t.flat_args(args)))
         outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
         return jax.tree_util.tree_unflatten(t.traced.out_tree, outs)
 
@@ -76,8 +78,9 @@ class Compiled:
 
 
 def compile(fn: Callable[..., Any] | None = None, *, memory_limit: int | str | None = None,  # noqa: A001
-            backend: str = "cpu", pipeline: Sequence[str] | None = None) -> Any:
-    """`gx.compile(fn)` or `@gx.compile(memory_limit="256MiB")`: see the module docstring."""
+            backend: str = "cpu", pipeline: Sequence[str] | None = None, **settings: Any) -> Any:
+    """`gx.compile(fn)` or `@gx.compile(memory_limit="256MiB")`: see the module docstring.
+    `settings` are the backend's run settings, e.g. backend="dask", client=ADDRESS."""
     if fn is None:
-        return lambda f: Compiled(f, memory_limit, backend, pipeline)
-    return Compiled(fn, memory_limit, backend, pipeline)
+        return lambda f: Compiled(f, memory_limit, backend, pipeline, settings)
+    return Compiled(fn, memory_limit, backend, pipeline, settings)

@@ -98,16 +98,21 @@ class Trace:
         except ArgumentMismatch as e:
             raise reference.ArgumentError(f"{self.name}: {e}") from None
 
-    def run(self, *args: Any, backend: str | None = None, stage: int | str = -1) -> RunResult:
+    def run(self, *args: Any, backend: str | None = None, stage: int | str = -1,
+            **settings: Any) -> RunResult:
         """Run one stage on `args` (default: the traced example arguments) on a registered
         backend (default: the options' backend): "reference" (the interpreter), "cpu"
-        (generated kernels), "gpu" (CuPy), "jax"; see `explorer.backends.registry`."""
+        (generated kernels), "gpu" (CuPy), "jax", "dask" (split loops on a Dask cluster:
+        `client=` a distributed.Client or a scheduler address); see
+        `explorer.backends.registry`. `settings` are the backend's run settings."""
         name = backend or self.options.backend
-        registry.get(name)  # unknown or unavailable: a BackendError naming the reason
+        chosen = registry.get(name)  # unknown or unavailable: a BackendError naming the reason
         g = self.stage(stage).graph
-        r = registry.run_graph(g, self.flat_args(args or self.example_args), name, self.options)
+        flat = self.flat_args(args or self.example_args)
+        with chosen.session(**settings):
+            r = registry.run_graph(g, flat, name, self.options)
         value = jax.tree_util.tree_unflatten(self.traced.out_tree, r.outputs)
-        return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels)
+        return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels, r.workers, r.dashboard)
 
     def compare(self, *args: Any, backends: Sequence[str] = ("cpu",),
                 baselines: Sequence[str] = ("numpy", "jax-eager", "jax-jit"),

@@ -12,9 +12,9 @@ top_k and conversions over f32 and i32, its inputs salted with special values (n
   - every stage prints, parses back (`gx.parse(str(graph))`) to an equal graph and verifies;
   - the parsed graph of every distinct stage runs on the reference interpreter, and the traced
     and final stages (every distinct stage with `every_stage=True`) on every available
-    backend (`registry.available()`); outputs are compared with `fn(*args)` under JAX eager:
-    same shapes and dtypes, NaN and +-inf at the same places, finite values within
-    measure.TOLERANCE relative to the output's magnitude, integers exact.
+    backend (`registry.sweep()`: not dask, which starts a cluster); outputs are compared with
+    `fn(*args)` under JAX eager: same shapes and dtypes, NaN and +-inf at the same places,
+    finite values within measure.TOLERANCE relative to the output's magnitude, integers exact.
 
 A mismatch or crash is a `Finding` whose `report()` is a self-contained reproducer. `fuzz()`
 runs a batch and returns a `Summary`, whose line says programs, mismatches by backend, crashes
@@ -386,7 +386,7 @@ def _explore(fn: Callable[..., Any], args: Sequence[np.ndarray],
 def check_program(prog: Program, backends: Sequence[str] | None = None,
                   every_stage: bool = False) -> list[Finding]:
     """Every finding of one program (an empty list when all agree)."""
-    backends = registry.available() if backends is None else backends
+    backends = registry.sweep() if backends is None else backends
     text = str(prog)
     found: list[Finding] = []
 
@@ -452,7 +452,7 @@ def check_hlo(text: str, backends: Sequence[str] | None = None, seed: int = 0,
     where the reference interpreter can run the imported graph."""
     from tests.passes.semantic import random_args
 
-    backends = registry.available() if backends is None else backends
+    backends = registry.sweep() if backends is None else backends
     found: list[Finding] = []
     program = f"# HLO {name}\n{text[:1500]}\n"
 
@@ -533,7 +533,7 @@ class Summary:
 
     def line(self) -> str:
         by = self.mismatches()
-        names = dict.fromkeys([*registry.available(), *by])
+        names = dict.fromkeys([*registry.sweep(), *by])
         mm = ", ".join(f"{b} {by.get(b, 0)}" for b in names)
         return (f"fuzz: {self.programs} programs, {self.hlo_cases} HLO mutations; "
                 f"mismatches by backend: {mm}; crashes {self.crashes}; "

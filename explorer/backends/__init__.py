@@ -1,9 +1,19 @@
 """Backends execute graphs: one interpreter core (interpreter.py), one registry (registry.py),
-and the backends registered with it: reference (the oracle), cpu, gpu and jax. A new backend
+and the backends registered with it: reference (the oracle), cpu, gpu, jax and dask. A new backend
 is one module that registers itself, imported here."""
 
-from . import cpu, gpu, jax, reference  # noqa: F401  (each registers its backend)
-from .registry import BackendError, available, executable, get, names, register, run_graph, unavailable_reason
+from . import cpu, dask, gpu, jax, reference  # noqa: F401  (each registers its backend)
+from .registry import (
+                       BackendError,
+                       available,
+                       executable,
+                       get,
+                       names,
+                       register,
+                       run_graph,
+                       sweep,
+                       unavailable_reason,
+)
 
 __all__ = ["BackendError", "available", "executable", "get", "names", "register", "run_graph",
-           "unavailable_reason"]
+           "sweep", "unavailable_reason"]

@@ -11,7 +11,11 @@ result they index, offset by the chunk's start).
 iteration's body outputs in; `results()` gives the loop's results. On a namespace with
 mutable arrays it allocates the results once and updates them in place, so a loop's live
 memory is its results plus one iteration's temporaries (as the memory planner assumes); on
-jax.numpy (immutable, traced) the same code builds new values instead.
+jax.numpy (immutable, traced) the same code builds new values instead. It never writes into
+the arrays it is given.
+
+`merge(xp, specs, types, parts)` is the same Combiner applied to partial results of
+consecutive ranges of the loop (Interpreter.loop_range): the step of a tree reduction.
 """
 
 from __future__ import annotations
@@ -153,3 +157,29 @@ class Combiner:
     def results(self) -> list[Any]:
         assert all(a is not None for a in self.acc), "a loop ran no iteration"
         return list(self.acc)
+
+
+def span_types(types: Sequence[TensorType], specs: Sequence[tuple], rows: int) -> list[TensorType]:
+    """The loop's result types over `rows` positions: concat results hold only those rows."""
+    out = []
+    for spec, t in zip(specs, types):
+        if spec[0] == "concat":
+            t = TensorType(tuple(rows if i == spec[1] else d for i, d in enumerate(t.shape)),
+                           t.dtype)
+        out.append(t)
+    return out
+
+
+def merge(xp: Any, specs: Sequence[tuple], types: Sequence[TensorType],
+          parts: Sequence[tuple[int, int, Sequence[Any]]]) -> list[Any]:
+    """Partial results of consecutive ranges [lo, hi) of a loop, in order, each in the frame of
+    its own lo (as Interpreter.loop_range gives them) -> the results over their union, in the
+    frame of the first lo. `types` are the loop's result types."""
+    lo, hi = parts[0][0], parts[-1][1]
+    for (_, end, _), (start, _, _) in zip(parts, parts[1:]):
+        if end != start:
+            raise ValueError(f"merge: ranges are not consecutive ({end} then {start})")
+    combiner = Combiner(xp, specs, span_types(types, specs, hi - lo))
+    for start, _, outs in parts:
+        combiner.add(start - lo, outs)
+    return combiner.results()

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..ir.control_ops import bodies, scan_groups
 from ..ir.graph import Graph, Node, TupleType
-from .combine import Arrays, Combiner, chunk_of
+from .combine import Arrays, Combiner, chunk_of, span_types
 
 AfterStep = Callable[[Node, object], None]
 
@@ -188,21 +188,27 @@ class Interpreter:
     def run_loop(self, n: Node, vals: Sequence[Any]) -> Any:
         """A split loop: the body on each chunk (the tail body on a shorter last chunk), the
         chunk results folded in as they come, so one iteration's temporaries are live."""
+        return one_or_tuple(self.loop_range(n, vals, 0, n.attrs["size"]))
+
+    def loop_range(self, n: Node, vals: Sequence[Any], lo: int, hi: int) -> list[Any]:
+        """The loop's results over positions [lo, hi) (`lo` on a chunk boundary) in the frame
+        of `lo`: concat results hold those rows only, index results count from `lo`. A
+        distributed backend runs ranges as tasks and merges them with combine.merge."""
         a = n.attrs
         size, chunk = a["size"], a["chunk"]
         split = dict(a["split_inputs"])
         types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
-        combiner = Combiner(self.xp, a["combine"], types)  # type: ignore[arg-type]
-        for start in range(0, size, chunk):
+        combiner = Combiner(self.xp, a["combine"], span_types(types, a["combine"], hi - lo))  # type: ignore[arg-type]
+        for start in range(lo, hi, chunk):
             stop = min(start + chunk, size)
             body = self.child(n) if stop - start == chunk else self.child(n, "tail")
             args = [self.chunk(v, split[k], start, stop) if k in split else v
                     for k, v in enumerate(vals)]
             outs = body.evaluate(args)
             del args
-            combiner.add(start, outs)
+            combiner.add(start - lo, outs)
             del outs
-        return one_or_tuple(combiner.results())
+        return combiner.results()
 
     def all_kernels(self) -> list[Any]:
         """The compiled kernels of this graph and of every body below it, in order."""

@@ -12,6 +12,8 @@ A backend is an object with
                               kernel), or None to plan it node by node
   unavailable_reason()        None when it can run here, else why not
   compile(graph, options)     -> an Executable
+  session(**settings)         the context runs with per-run settings happen in (the dask
+                              backend's client=; by default none are taken)
 and an Executable has
   run(args) -> Run            one measured run: values, seconds, peak, kernels
   prepare(args) / execute(p)  for timing: arguments moved and checked once, then bare runs
@@ -23,6 +25,7 @@ backends/__init__.py.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -48,6 +51,8 @@ class Run:
     peak_bytes: int  # measured peak of temporaries: all allocations but inputs and outputs
     kernels: tuple[Kernel, ...] = field(default=())
     peak_how: str = ""  # how the peak was measured
+    workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
+    dashboard: str | None = None  # a distributed run: its cluster's dashboard
 
 
 class Executable(Protocol):
@@ -66,12 +71,21 @@ class Backend:
     temporaries: Workspace | None = None
     runs_body: RunsBody | None = None
     loop_body: BodyPeak | None = None
+    in_sweeps: bool = True  # runs over every backend (sweep()) include it; dask's starts a cluster
 
     def unavailable_reason(self) -> str | None:
         return None
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:
         raise NotImplementedError
+
+    def session(self, **settings: Any) -> contextlib.AbstractContextManager:
+        """The context runs with per-run settings happen in (the dask backend's client=);
+        a backend that takes none refuses any."""
+        if settings:
+            raise BackendError(f"backend {self.name!r} takes no run settings, got "
+                               f"{', '.join(settings)}")
+        return contextlib.nullcontext()
 
     def __repr__(self) -> str:
         reason = self.unavailable_reason()
@@ -109,6 +123,13 @@ def names() -> tuple[str, ...]:
 def available() -> tuple[str, ...]:
     """The backends that can run here."""
     return tuple(n for n, b in _BACKENDS.items() if b.unavailable_reason() is None)
+
+
+def sweep() -> tuple[str, ...]:
+    """The available backends that runs over "every backend" use (the fuzz, `%%gambit
+    --compare`, the widget's default runs): all but those that only run when asked by name
+    (dask, which starts a cluster)."""
+    return tuple(n for n in available() if _BACKENDS[n].in_sweeps)
 
 
 def unavailable_reason(name: str) -> str | None:

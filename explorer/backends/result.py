@@ -20,3 +20,5 @@ class RunResult:
     peak_bytes: int  # measured peak of temporaries: all allocations but inputs and outputs
     backend: str = "reference"
     kernels: tuple[Kernel, ...] = field(default=())
+    workers: tuple[str, ...] = ()  # backend="dask": the workers that ran the split loops' tasks
+    dashboard: str | None = None  # backend="dask": the cluster's dashboard link

@@ -15,6 +15,7 @@ step-through widget, runs the optimised program and makes its result the cell's 
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import sys
 from typing import Any
@@ -121,8 +122,12 @@ class GambitMagics(Magics):
     @argument("--backend", default=None, metavar="NAME",
               help="where to run the optimised program: a registered backend (reference, "
                    "cpu, gpu, jax, ...; default: cpu if available, else reference)")
+    @argument("--scheduler", default=None, metavar="ADDRESS",
+              help="with --backend dask: the Dask scheduler to run on, e.g. tcp://10.0.0.1:8786 "
+                   "(default: the active client, else a local cluster for the cell)")
     @argument("--compare", action="store_true",
-              help="measure the final stage on every available backend against NumPy, JAX "
+              help="measure the final stage on every available backend (not dask, unless it is "
+                   "--backend) against NumPy, JAX "
                    "eager and jax.jit; show the table and plot under the widget")
     @argument("--xla", action="store_true", help="also show XLA's own pipeline, pass by pass")
     @argument("--no-run", action="store_true",
@@ -139,9 +144,12 @@ class GambitMagics(Magics):
         opts = parse_argstring(self.gambit, line)
         backend = opts.backend or default_backend()
         try:
-            registry.get(backend)
+            chosen = registry.get(backend)
         except registry.BackendError as e:
             raise UsageError(f"%%gambit --backend: {e}") from None
+        settings = {} if opts.scheduler is None else {"client": opts.scheduler}
+        if settings and backend != "dask":
+            raise UsageError(f"--scheduler is for --backend dask, not {backend}")
         if opts.out is not None and not opts.out.isidentifier():
             raise UsageError(f"--out needs a variable name, got {opts.out!r}")
         call = CellCall(self.shell, line, cell)
@@ -159,18 +167,24 @@ class GambitMagics(Magics):
             show_xla(fn, args)
         final = len(trace.stages) - 1
         value = None
-        if not opts.no_run:
+        with contextlib.ExitStack() as runs:  # one session for the run and the widget's runs
             try:
-                value = trace.run(backend=backend, stage=final).value
-            except Exception as e:  # the backend's message, not its traceback
-                raise UsageError(f"running the final stage on {backend} failed: "
-                                 f"{type(e).__name__}: {e}") from None
-        if opts.compare:
-            widget.tab = "run"
-            widget.run(list(registry.available()), stage=final, baselines=True)
-            display(widget.comparison())
-        elif not opts.no_run:
-            widget.run([backend], stage=final, baselines=False)
+                runs.enter_context(chosen.session(**settings))
+            except registry.BackendError as e:
+                raise UsageError(f"%%gambit --backend {backend}: {e}") from None
+            if not opts.no_run:
+                try:
+                    value = trace.run(backend=backend, stage=final).value
+                except Exception as e:  # the backend's message, not its traceback
+                    raise UsageError(f"running the final stage on {backend} failed: "
+                                     f"{type(e).__name__}: {e}") from None
+            if opts.compare:
+                widget.tab = "run"
+                widget.run(list(registry.sweep()) + [backend] * (backend not in registry.sweep()),
+                           stage=final, baselines=True)
+                display(widget.comparison())
+            elif not opts.no_run:
+                widget.run([backend], stage=final, baselines=False)
         return value
 
 

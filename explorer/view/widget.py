@@ -63,8 +63,9 @@ class TraceWidget(SyncedTraits):
         self.max_nodes = max_nodes
         self._views: dict[int, StageView] = {}
         self.runs = RunLog(trace, repeats)
+        runs = registry.sweep() if backends is None else backends  # dask: when asked by name
         backends = registry.available() if backends is None else backends
-        kwargs.setdefault("run_backends", list(backends))
+        kwargs.setdefault("run_backends", list(runs))
         super().__init__(title=trace.name, stages=stage_summaries(trace),
                          backends=list(backends), **kwargs)
         self.on_msg(self._on_message)

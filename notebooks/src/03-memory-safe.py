@@ -154,6 +154,55 @@ agree = sum(set(a) == set(b) for a, b in zip(result.value[:50], exact))
 print(f"queries whose 10 nearest neighbours agree with NumPy: {agree} of 50")
 
 # %% [markdown]
+# ## The chunks on a cluster: `backend="dask"`
+#
+# A split loop's chunks are independent until their results are combined, so they can run
+# on many processes or machines. `backend="dask"` (`pip install gambit-explorer[distributed]`)
+# hands them to [Dask](https://distributed.dask.org): the loop's inputs are scattered once
+# to every worker; its chunks, in ranges of consecutive chunks, become tasks that run the
+# CPU backend's generated kernels; their partial results are combined by a tree reduction
+# with the same combiners every backend uses; the result is gathered. Everything outside the
+# split loops runs here, in this process, on the CPU backend.
+#
+# Runs use the active `distributed.Client` (or `client=` a client or a scheduler address);
+# without one, a run starts a `LocalCluster` on 127.0.0.1 and closes it afterwards. Here we
+# start a small cluster of 2 worker processes ourselves, so that both runs below share it.
+
+# %%
+import logging
+
+from distributed import Client
+
+from explorer.backends.dask import local_cluster
+
+cluster = local_cluster(2, silence_logs=logging.ERROR)  # 2 processes x 1 thread, loopback
+client = Client(cluster)  # the active client from now on
+
+on_dask = trace.run(backend="dask", progress=False)
+on_cpu = trace.run(backend="cpu")
+gap = np.max(np.abs(on_dask.value - on_cpu.value)) / np.max(np.abs(on_cpu.value))
+print("same values as the CPU backend (float32 sums in another order):", gap < 1e-5)
+print("ran on this cluster's workers:",
+      set(on_dask.workers) <= set(client.scheduler_info()["workers"]))
+print("largest measured peak, any task or this process, within 16 MiB:",
+      on_dask.peak_bytes <= parse_bytes("16MiB"))
+print("the run reports its dashboard:", on_dask.dashboard.endswith("/status"))
+
+# %% [markdown]
+# `peak_bytes` is now the largest peak measured in any task (tracemalloc in the worker, one
+# thread per worker) or in this process. Each task holds one chunk's temporaries and its
+# running results, so the limit is a bound per worker thread; a cluster whose workers' Dask
+# `memory_limit` is below that is refused before anything runs. `progress=False` keeps this
+# notebook's output stable: by default a run still going after 2 s shows Dask's progress bar.
+# `%%gambit --backend dask --scheduler tcp://HOST:8786` and
+# `gx.compile(f, memory_limit=..., backend="dask", client=...)` do the same from a cell or a
+# compiled function. A worker that dies mid-run is replaced and its tasks rerun by Dask.
+
+# %%
+client.close()
+cluster.close()
+
+# %% [markdown]
 # ## Step through the kernel-vector product
 #
 # In the widget, step to `split` to see the loop appear; its body is drawn inside it.
