@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.control_ops import CONTROL_FLOW, combine_bodies
+from ..ir.control_ops import CONTROL_FLOW
 from ..ir.graph import Graph, Node
 from ..ir.ops import OPS
+from ..ir.region_ops import combine_bodies
 from ..ir.traits import OpKind, View
 from .memory import plan
 
@@ -29,10 +30,11 @@ def node_flops(g: Graph, n: Node) -> int:
 
 def node_bytes(g: Graph, n: Node) -> int:
     """Bytes read plus written; sources and views (which only re-index their input) move
-    nothing; a control-flow region moves what its bodies move, as often as they run."""
+    nothing; a control-flow region or a split loop moves what its bodies move, as often as
+    they run (a fused kernel moves its inputs and results only: that is what fusion saves)."""
     if OPS[n.op].kind == OpKind.SOURCE or OPS[n.op].view != View.NONE:
         return 0
-    if n.op in CONTROL_FLOW:
+    if n.op in CONTROL_FLOW or n.op == "loop":
         return combine_bodies(n.op, n.attrs, graph_bytes)
     return sum(g[i].type.nbytes for i in n.inputs) + n.type.nbytes
 

@@ -3,10 +3,11 @@ mapreduce_plan.py reads compiles to ONE numba kernel. For each row i (in paralle
 over j computes the pairwise value S[i, j] in registers and folds it into the row's
 accumulators: sums (reassociating, so LLVM may vectorize), max/min, argmax/argmin (first
 NaN, first of ties), a sorted buffer of the best k for top_k (lax.top_k's order: +NaN
-first, -NaN last, ties keep the lower index), products with V, and for softmax/logsumexp a running maximum with the
-sum and products rescaled when it grows (online, as flash attention and KeOps's LogSumExp).
-The [I, J] chunk never exists. `pre` (the vectors the body computes from its inputs) and
-`post` (what it computes from the folds) run on the reference interpreter.
+first, -NaN last, ties keep the lower index), products with V, and for softmax/logsumexp a
+running maximum with the sum and products rescaled when it grows (online, as flash attention
+and KeOps's LogSumExp). The [I, J] chunk never exists. `pre` (the vectors the body computes
+from its inputs) and `post` (what it computes from the folds) run on the reference
+interpreter.
 
 `compile_body(body, name)` returns a `FusedBody` (the interpreter child the CPU backend uses
 in place of the body's own interpreter) or None when the body does not have this form.

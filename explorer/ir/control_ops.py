@@ -20,11 +20,11 @@ row i is iteration i's, also when `reverse` runs the iterations from the last ro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from .ops import OpDef, OpError, _add
-from .region_ops import _region_ref, graph_flops
+from .region_ops import _region_ref, combine_bodies, graph_flops
 from .traits import OpKind
 
 # Region ops whose bodies are the user's program, which passes rewrite in place (a pass's
@@ -64,17 +64,6 @@ def body_path(n: Node, key: BodyKey) -> str:
     """'%7.body' or '%7.branches[1]': where a body sits, for logs and messages."""
     attr, index = key
     return f"%{n.id}.{attr}" + ("" if index is None else f"[{index}]")
-
-
-def combine_bodies(op: str, attrs: Mapping[str, object], per_body: Callable[[Graph], int]) -> int:
-    """A control-flow region's cost from its bodies' costs: a scan runs its body `length`
-    times; a conditional runs one branch (the dearest is counted); a while runs a trip count
-    known only at run time, so one trip (condition and body) is counted; a call its body."""
-    if op == "scan":
-        return int(attrs["length"]) * per_body(attrs["body"])  # type: ignore[arg-type, call-overload]
-    if op == "conditional":
-        return max(per_body(b) for b in attrs["branches"])  # type: ignore[attr-defined]
-    return sum(per_body(g) for k in ("cond", "body") if isinstance(g := attrs.get(k), Graph))
 
 
 def region_flops(ins: Sequence[TensorType], out: Type, a: Attrs, op: str) -> int:

@@ -9,11 +9,11 @@ These rows join the op table when `explorer.ir.ops` is imported (it imports this
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import dtypes
-from .graph import Attrs, TensorType, TupleType, Type
+from .graph import Attrs, Graph, TensorType, TupleType, Type
 from .ops import OPS, OpDef, OpError, _add, _tensor
 from .traits import MONOIDS, OpKind
 
@@ -164,12 +164,24 @@ def _loop_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
     return results[0] if len(results) == 1 else TupleType(tuple(results))
 
 
+def combine_bodies(op: str, attrs: Mapping[str, object], per_body: Callable[[Graph], int]) -> int:
+    """A control-flow region's cost from its bodies' costs: a scan runs its body `length`
+    times; a conditional runs one branch (the dearest is counted); a while runs a trip count
+    known only at run time, so one trip (condition and body) is counted; a call its body; a
+    split loop its body once per whole chunk and its tail body once."""
+    if op == "loop":
+        total = int(attrs["size"]) // int(attrs["chunk"]) * per_body(attrs["body"])  # type: ignore[arg-type, call-overload]
+        tail = attrs.get("tail")
+        return total + (per_body(tail) if isinstance(tail, Graph) else 0)
+    if op == "scan":
+        return int(attrs["length"]) * per_body(attrs["body"])  # type: ignore[arg-type, call-overload]
+    if op == "conditional":
+        return max(per_body(b) for b in attrs["branches"])  # type: ignore[attr-defined]
+    return sum(per_body(g) for k in ("cond", "body") if isinstance(g := attrs.get(k), Graph))
+
+
 def _loop_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
-    iterations = a["size"] // a["chunk"]
-    total = iterations * region_flops(ins, out, Attrs({"body": a["body"]}))
-    if a.get("tail") is not None:
-        total += region_flops(ins, out, Attrs({"body": a["tail"]}))
-    return total
+    return combine_bodies("loop", a, graph_flops)
 
 
 _add(OpDef("loop", OpKind.REGION, None, ("size", "chunk", "split_inputs", "combine", "body", "tail"),

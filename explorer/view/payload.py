@@ -33,15 +33,18 @@ def cost_view(trace: Trace, index: int) -> CostView:
     mem = stage.memory
     return CostView(**_cost(stage.cost),
                     prev=_cost(trace.stages[index - 1].cost) if index > 0 else None,
-                    timeline=list(mem.timeline), peak_node=mem.peak_node,
+                    timeline=list(mem.steps), peak_node=mem.peak_node,
                     memory_limit=trace.memory_limit, nodes=len(stage.graph))
 
 
 def _line_text(stages: tuple[Stage, ...], rw: Rewrite) -> str:
+    """The text of the line the rewrite names (rw.source, its root's "file:line"): taken from
+    a node at that line, never from a neighbour's."""
     for stage, ids in zip(stages, (rw.before, rw.after)):
         for i in ids:
-            if i in stage.graph and stage.graph[i].source is not None:
-                return stage.graph[i].source.line_text  # type: ignore[union-attr]
+            src = stage.graph[i].source if i in stage.graph else None
+            if src is not None and (rw.source is None or str(src) == rw.source):
+                return src.line_text
     return ""
 
 

@@ -83,7 +83,8 @@ class CostNumbers(TypedDict):
 
 class CostView(CostNumbers):
     """The cost tab: this stage's numbers, the previous stage's (null for the traced one), and
-    the live temporary bytes after each step of the schedule."""
+    the planned bytes at each step of the schedule (live buffers plus the step's workspace and
+    loop or region body): its maximum is `peak_bytes`, the same computation."""
 
     prev: CostNumbers | None
     timeline: list[int]

@@ -80,7 +80,7 @@ export function costPanel(cost: CostView | null): HTMLElement {
       metric("planned peak", "peak_bytes", formatBytes),
     ),
   );
-  const caption = `live temporary bytes over the schedule (${cost.timeline.length} steps)` +
+  const caption = `planned bytes at each step (${cost.timeline.length} steps; the highest is the planned peak)` +
     (cost.peak_node !== null ? `, peak at %${cost.peak_node}` : "") +
     (cost.memory_limit ? `; the line is the memory limit, ${formatBytes(cost.memory_limit)}` : "");
   return h("div", { class: "gx-costpanel" }, table, h("figure", { class: "gx-figure" }, timelinePlot(cost.timeline, cost.memory_limit), h("figcaption", {}, caption)));

@@ -256,13 +256,12 @@ def test_long_runs_show_dask_progress(client: Any, monkeypatch, capsys) -> None:
 
 def test_gambit_magic_runs_on_the_scheduler_given(client: Any, monkeypatch) -> None:
     from IPython.core.error import UsageError
-    from IPython.testing.globalipapp import start_ipython
 
     from explorer.view import magic
+    from tests.ipyshell import ipython_shell
 
     monkeypatch.setattr(magic, "display", lambda *a: None)
-    ip = start_ipython()
-    ip.run_line_magic("load_ext", "explorer")
+    ip = ipython_shell()
     ip.user_ns.update(kernel_vector=kernel_vector, args=PROGRAMS["kernel-vector (sum)"][1])
     cell = "kernel_vector(*args)"
     line = f"--backend dask --scheduler {client.scheduler.address} --memory-limit 16MiB"

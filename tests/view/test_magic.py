@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from IPython.testing.globalipapp import start_ipython
 
 import explorer as gx
 from explorer.view import magic
 from explorer.view.widget import TraceWidget
+from tests.ipyshell import ipython_shell
 
 CELL = """\
 def f(x, scale):
@@ -18,8 +18,7 @@ f(x, scale=1.0)
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "explorer")
+    shell = ipython_shell()
     shell.run_cell("import numpy as np\nimport jax.numpy as jnp\n"
                    "x = np.arange(12, dtype=np.float32).reshape(3, 4)")
     return shell

@@ -29,7 +29,7 @@ def test_stepping_updates_graphs_diff_rewrites_and_cost(toy_trace):
     assert "a = x * 2.0" in rw["line_text"] and rw["source"].endswith(f":{PROGRAM_LINE}")
     assert any(r[0] == "replace" for r in w.ir_diff)
     assert w.cost["prev"]["flops"] == toy_trace.stages[0].cost.flops
-    assert w.cost["timeline"] == list(toy_trace.stages[1].memory.timeline)
+    assert w.cost["timeline"] == list(toy_trace.stages[1].memory.steps)
     w.index = 3
     assert w.diff_counts["added"] == 1 and "cluster" in w.after_svg
     [fuse] = w.rewrites
