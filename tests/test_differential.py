@@ -67,3 +67,24 @@ def test_xla_jit_folds_log_exp() -> None:
     t = gx.explore(fn, x)
     assert t.run(backend="jax").value[0] == 100.0
     assert t.run(backend="reference").value[0] == np.inf
+
+
+def test_xla_log1p_of_nan_sets_the_sign_bit() -> None:
+    """Upstream: XLA's log1p turns +NaN into -NaN, NumPy's keeps +NaN; lax.top_k orders NaN by
+    its sign, so a NaN that reached top_k through log1p ranks last under JAX and first with us.
+    The fuzz counts such programs as documented (seed 491 is one); if this fails, XLA changed."""
+    x = np.array([np.nan, 1.0, -np.inf], np.float32)
+    assert not np.signbit(x[0])
+    assert np.signbit(np.asarray(jnp.log1p(jnp.asarray(x)))[0])
+    with np.errstate(invalid="ignore"):
+        assert not np.signbit(np.log1p(x)[0])
+
+
+@pytest.mark.parametrize("seed", [457, 491])
+def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int) -> None:
+    """457: the euclidean rewrite's NaN for an infinite input, converted to int32 (0 against
+    INT_MAX); 491: top_k of log1p of a NaN (its sign)."""
+    from tests.fuzz_programs import check_program, make_program
+
+    found = check_program(make_program(seed))
+    assert found and all(f.kind == "documented" for f in found), [f.report() for f in found]
