@@ -101,7 +101,7 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     arg = {leaf: f"in{k}" for k, leaf in enumerate(plan.leaves)}
     out_name = {o: f"out{k}" for k, o in enumerate(plan.outs)}
     nk, nr = plan.shape[plan.kept], plan.shape[1 - plan.kept]
-    lines = [f"# mapreduce_{name}: one sweep per row, the pairwise chunk never stored",
+    lines = [f"# {name}: one sweep per row, the pairwise chunk never stored",
              "@njit(parallel=True, error_model='numpy', cache=True)",
              f"def {KERNEL}({', '.join([*arg.values(), *out_name.values()])}):",
              f"    for i in prange({nk}):"]
