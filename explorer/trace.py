@@ -40,6 +40,7 @@ class Stage:
     name: str
     graph: Graph
     report: PassReport
+    pass_: Pass | None = None  # the pass that made it (None for the traced program)
 
     @cached_property
     def cost(self) -> Cost:
@@ -89,6 +90,25 @@ class Trace:
             if s.name == key:
                 return s
         raise KeyError(f"no stage named {key!r}; stages: {names}")
+
+    def after_firing(self, stage: int | str, k: int) -> Graph:
+        """Stage `stage`'s pass stepped rewrite by rewrite: the graph after its first `k`
+        firings (0: the stage before; len(stage.report.rewrites): the stage itself). Rule-based
+        passes only; others (fusion, splitting, reordering) step as a whole."""
+        s = self.stage(stage)
+        index = self.stages.index(s)
+        n = len(s.report.rewrites)
+        if index == 0:
+            raise ValueError("the traced program is no pass: it has no firings to step")
+        if not isinstance(k, int | np.integer) or isinstance(k, bool) or not 0 <= k <= n:
+            raise IndexError(f"stage {s.name!r} logged {n} firings: k must be 0..{n}, got {k!r}")
+        if k == n:
+            return s.graph
+        stepper = getattr(s.pass_, "after_firings", None)
+        if stepper is None:
+            raise TypeError(f"pass {s.name!r} is not rule-driven (no after_firings): it steps "
+                            f"as a whole")
+        return stepper(self.stages[index - 1].graph, int(k))
 
     def flat_args(self, args: tuple[Any, ...]) -> list[np.ndarray]:
         """The graph's parameters from arguments like the traced ones (static leaves must
@@ -162,7 +182,7 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
     stages = [Stage("traced", traced.graph, PassReport(changed=False))]
 
     def record(p: Pass, g: Graph, report: PassReport) -> None:
-        stages.append(Stage(p.name, g, report))
+        stages.append(Stage(p.name, g, report, p))
 
     final = run_pipeline(traced.graph, passes, check=check, on_stage=record)
     if options.memory_limit is not None:

@@ -121,3 +121,19 @@ def test_random_memory_programs_stay_under_the_limit(seed: int) -> None:
     limit = max(naive // factor, 128 * 1024)
     tr, limit = _explore(prog.fn, prog.args, limit)
     _check_runs_under(tr, limit, f"{prog.name}, limit {limit:,} (naive {naive:,})")
+
+
+def test_float_to_int_conversion_of_column_chunks_stays_under_the_limit() -> None:
+    """Found by the differential fuzz (seed 11): a saturating float->int conversion split
+    along columns (strided chunks) measured 26.5 KB under a 24 KiB limit on the reference
+    backend; the conversion's masks and copies are now few and declared."""
+    x = np.random.default_rng(11).standard_normal((64, 64)).astype(np.float32) * 1e10
+    x[3, 5], x[7, 9] = np.nan, -np.inf
+    for fn in (lambda x: x.astype(jnp.int32),
+               lambda x: (jax.nn.softmax(x, axis=1).astype(jnp.int32), jax.nn.softmax(x, axis=1))):
+        tr = gx.explore(fn, x, memory_limit=24576)
+        for backend in ("reference", "cpu"):
+            r = tr.run(backend=backend)
+            assert r.peak_bytes <= 24576, (backend, r.peak_bytes)
+        np.testing.assert_array_equal(np.asarray(jax.tree_util.tree_leaves(tr.run().value)[0]),
+                                      np.asarray(jax.tree_util.tree_leaves(fn(jnp.asarray(x)))[0]))

@@ -86,6 +86,10 @@ def _elementwise_extra(g: Graph, n: Node) -> int:
         return t.nbytes  # an unsigned view's count / a contiguous copy
     if n.op == "pow" and dtypes.is_int(g[n.inputs[1]].type.dtype):  # type: ignore[union-attr]
         return 16 * t.size  # float64 exponent and result
+    src = g[n.inputs[0]].type if n.inputs else None
+    if n.op == "convert_element_type" and dtypes.is_int(t.dtype) and isinstance(src, TensorType) \
+            and dtypes.is_float(src.dtype):  # saturating: boolean masks, and a contiguous
+        return 4 * t.size + src.nbytes  # copy of a strided input for np.copyto
     return 0
 
 
@@ -175,10 +179,6 @@ def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
     model = _model_op_bytes(g, n)
     if model is not None:
         return model
-    if op == "convert_element_type":
-        src = ins[0]
-        assert isinstance(src, TensorType)
-        return 2 * src.size * 8 if dtypes.is_float(src.dtype) else 0
     if op in ("div", "rem") and isinstance(n.type, TensorType) and dtypes.is_int(n.type.dtype):
         return 4 * n.type.size * 8
     if op == "select_n" and len(ins) > 3:

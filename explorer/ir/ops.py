@@ -512,9 +512,12 @@ def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
         # the bounds as floats: min and max + 1 are powers of two (or 0), exact in float64,
         # where max itself may not be (2**63 - 1 rounds up to 2**63)
         lo, hi = float(info.min), float(info.max) + 1.0
-        nan, over, under = np.isnan(x), x >= hi, x <= lo
-        inside = np.where(nan | over | under, 0, np.trunc(x)).astype(target)
-        return np.where(over, info.max, np.where(under, info.min, inside)).astype(target)
+        out = np.zeros(x.shape, target)  # NaN stays 0; masks, no float temporaries
+        with np.errstate(over="ignore"):  # a bound beyond a narrow float is inf there: fine
+            np.copyto(out, x, casting="unsafe", where=(x > lo) & (x < hi))  # truncates to 0
+            np.copyto(out, info.max, where=x >= hi)
+            np.copyto(out, info.min, where=x <= lo)
+        return out
     return x.astype(target)
 
 

@@ -19,7 +19,10 @@ API (stable; passes in explorer/passes/ build on it):
         const(-0.0) does not match +0.0).
     splat(node) -> float | int | bool | None       the single value of a constant, if any
     Rule(name, pattern, fn)                         fn(ctx, **captures) -> int | Node | None
-    rewrite(graph, rules, *, prune=False, max_firings=None) -> (Graph, list[Rewrite])
+    rewrite(graph, rules, *, prune=False, max_firings=None, stop_after=None)
+                                                    -> (Graph, list[Rewrite])
+        stop_after=k: the graph after the first k firings (stepping a pass firing by
+        firing; the driver is deterministic, so these are the firings the full run logs)
     Rewrite(rule, before, after, source, region="") one firing (re-exported by passes.base);
                                                     region: the body it happened in
 
@@ -322,9 +325,11 @@ _MISSING = object()
 
 
 def rewrite(graph: Graph, rules: Sequence[Rule], *, prune: bool = False,
-            max_firings: int | None = None) -> tuple[Graph, list[Rewrite]]:
-    """Apply `rules` to a fixed point; returns the graph (the same object if nothing fired)
-    and the log of firings. See the module docstring for the guarantees."""
+            max_firings: int | None = None, stop_after: int | None = None,
+            ) -> tuple[Graph, list[Rewrite]]:
+    """Apply `rules` to a fixed point (or until `stop_after` firings); returns the graph (the
+    same object if nothing fired) and the log of firings. See the module docstring for the
+    guarantees."""
     by_op: dict[str, list[Rule]] = {}
     wildcard: list[Rule] = []
     for r in rules:
@@ -341,7 +346,7 @@ def rewrite(graph: Graph, rules: Sequence[Rule], *, prune: bool = False,
     log: list[Rewrite] = []
     limit = max_firings if max_firings is not None else 20 * len(graph) + 1000
     work = deque(s.order)
-    while work:
+    while work and (stop_after is None or len(log) < stop_after):
         nid = work.popleft()
         root = s.nodes.get(nid)
         if root is None or not s.live(nid):

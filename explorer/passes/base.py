@@ -29,8 +29,44 @@ class Pass(Protocol):
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]: ...
 
 
+def apply_rules(graph: Graph, rules: Sequence[Rule], prune: bool,
+                stop_after: int | None = None) -> tuple[Graph, list[Rewrite]]:
+    """`rules` to a fixed point inside every control-flow body, then in `graph` (descend's
+    order, which is the order the firings are logged in); with `stop_after`, only the first
+    that many firings."""
+    left = stop_after
+
+    def run(g: Graph) -> tuple[Graph, list[Rewrite]]:
+        nonlocal left
+        out, log = rewrite(g, rules, prune=prune, stop_after=left)
+        if left is not None:
+            left -= len(log)
+        return out, log
+
+    return descend(graph, run)
+
+
+class RulePass:
+    """A pass made of rules (the built-in rule passes and `RewritePass`): run to a fixed
+    point, or stepped firing by firing (`after_firings`, what the view's rewrite stepper and
+    `Trace.after_firing` use)."""
+
+    prune: bool = True
+
+    def rule_list(self) -> Sequence[Rule]:
+        raise NotImplementedError
+
+    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
+        out, log = apply_rules(graph, self.rule_list(), self.prune)
+        return out, PassReport(changed=bool(log), rewrites=tuple(log))
+
+    def after_firings(self, graph: Graph, k: int) -> Graph:
+        """`graph` after this pass's first `k` firings, in the order its report logs them."""
+        return apply_rules(graph, self.rule_list(), self.prune, stop_after=k)[0]
+
+
 @dataclass(frozen=True)
-class RewritePass:
+class RewritePass(RulePass):
     """A pass that applies `rules` to a fixed point, inside control-flow bodies too (see
     passes/bodies.py). `prune` drops the nodes it made dead."""
 
@@ -43,9 +79,8 @@ class RewritePass:
         object.__setattr__(self, "rules", tuple(rules))
         object.__setattr__(self, "prune", prune)
 
-    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = descend(graph, lambda g: rewrite(g, self.rules, prune=self.prune))
-        return out, PassReport(changed=out is not graph, rewrites=tuple(log))
+    def rule_list(self) -> Sequence[Rule]:
+        return self.rules
 
 
-__all__ = ["Pass", "PassReport", "Rewrite", "RewritePass"]
+__all__ = ["Pass", "PassReport", "Rewrite", "RewritePass", "RulePass", "apply_rules"]

@@ -14,15 +14,15 @@ dimensions. The pass fires only on a strict improvement, so it settles.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node
+from ..ir.graph import Node
 from ..ir.ops import dot_dims
-from ..ir.rewrite import RewriteContext, Rule, pat, rewrite
+from ..ir.rewrite import RewriteContext, Rule, pat
 from . import register
-from .base import PassReport
-from .bodies import descend
+from .base import RulePass
 from .broadcasts import live_users
 
 
@@ -182,11 +182,10 @@ RULES = [Rule("reassociate-dot-chain", pat("dot_general", name="root"), _reorder
 
 @register
 @dataclass(frozen=True)
-class DotOrder:
+class DotOrder(RulePass):
     """Re-associate dot_general chains to the order with the fewest FLOPs."""
 
     name: str = "dot-order"
 
-    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = descend(graph, lambda g: rewrite(g, RULES, prune=True))
-        return out, PassReport(changed=bool(log), rewrites=tuple(log))
+    def rule_list(self) -> Sequence[Rule]:
+        return RULES

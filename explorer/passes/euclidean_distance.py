@@ -44,14 +44,14 @@ elementwise pass over the N x M result, which is what the rewrite exists to avoi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node
-from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, var
+from ..ir.graph import Node
+from ..ir.rewrite import RewriteContext, Rule, pat, var
 from . import register
-from .base import PassReport
-from .bodies import descend
+from .base import RulePass
 from .broadcasts import broadcast_view, live_users, place, result_order, split_axes, squeeze_to
 
 RULE_NAME = "expand-squared-distance"
@@ -133,11 +133,10 @@ RULES = [
 
 @register
 @dataclass(frozen=True)
-class EuclideanDistance:
+class EuclideanDistance(RulePass):
     """Rewrite the naive pairwise squared distance into its quadratic form (see module doc)."""
 
     name: str = "euclidean-distance"
 
-    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = descend(graph, lambda g: rewrite(g, RULES, prune=True))
-        return out, PassReport(changed=bool(log), rewrites=tuple(log))
+    def rule_list(self) -> Sequence[Rule]:
+        return RULES

@@ -15,14 +15,14 @@ changes, as in any matmul.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node
-from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, var
+from ..ir.graph import Node
+from ..ir.rewrite import RewriteContext, Rule, pat, var
 from . import register
-from .base import PassReport
-from .bodies import descend
+from .base import RulePass
 from .broadcasts import broadcast_view, live_users, place, result_order, split_axes, squeeze_to
 
 
@@ -71,11 +71,10 @@ RULES = [
 
 @register
 @dataclass(frozen=True)
-class RecognizeDot:
+class RecognizeDot(RulePass):
     """Turn broadcast-multiply-reduce_sum into dot_general (with batch dims if any)."""
 
     name: str = "recognize-dot"
 
-    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = descend(graph, lambda g: rewrite(g, RULES, prune=True))
-        return out, PassReport(changed=bool(log), rewrites=tuple(log))
+    def rule_list(self) -> Sequence[Rule]:
+        return RULES

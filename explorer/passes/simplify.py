@@ -27,18 +27,18 @@ left alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node
+from ..ir.graph import Node
 from ..ir.ops import MONOID_REDUCTIONS, OPS, dot_dims
-from ..ir.rewrite import RewriteContext, Rule, pat, rewrite, splat, var
+from ..ir.rewrite import RewriteContext, Rule, pat, splat, var
 from ..ir.traits import OpKind
-from .base import PassReport
-from .bodies import descend
+from .base import RulePass
 
 _EXACT = ("i", "u", "f", "b")  # first letters of integer and real float type names
 
@@ -169,11 +169,9 @@ def rules(fold_limit: int = 64) -> list[Rule]:
 
 
 @dataclass(frozen=True)
-class Simplify:
+class Simplify(RulePass):
     name: str = "simplify"
     fold_limit: int = 64  # fold constants of at most this many elements
 
-    def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        rule_list = rules(self.fold_limit)
-        out, log = descend(graph, lambda g: rewrite(g, rule_list, prune=True))
-        return out, PassReport(changed=out is not graph, rewrites=tuple(log))
+    def rule_list(self) -> Sequence[Rule]:
+        return rules(self.fold_limit)
