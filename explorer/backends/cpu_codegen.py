@@ -103,11 +103,6 @@ def scalar(v: object, d: str) -> str:
     return f"{np_type(d)}({text})"
 
 
-def literal(n: Node) -> str:
-    """A scalar constant baked into the source (the map-reduce kernels' constants)."""
-    return scalar(n.attrs["value"].array, n.dtype)
-
-
 class _Writer:
     def __init__(self) -> None:
         self.lines: list[str] = []

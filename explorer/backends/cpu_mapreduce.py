@@ -26,7 +26,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Graph
 from ..ir.ops import dot_dims
-from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, literal, np_type, scalar
+from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, np_type, scalar
 from .kernel_plan import PlanError
 from .mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
 
@@ -38,12 +38,20 @@ class _Emitter:
         self.plan, self.g, self.arg, self.lines = plan, plan.flat, arg, lines
         self.pos = ("i", "j") if plan.kept == 0 else ("j", "i")
         self.done: set[int] = set()
+        # run-time scalars (name, value): constants and loop bounds are arguments, so one
+        # compiled kernel serves every program of this structure (numba never frees code)
+        self.scalars: dict[str, object] = {}
+
+    def runtime(self, name: str, value: object) -> str:
+        self.scalars[name] = value
+        return name
 
     def leaf(self, i: int, shape: tuple[int, ...], vars_: tuple[str, ...],
              dims: tuple[int, ...] | None = None) -> str:
         n = self.g[i]
         if n.op == "constant" and n.shape == ():
-            return literal(n)
+            value = np.asarray(n.attrs["value"].array).astype(dtypes.to_numpy(n.dtype))[()]
+            return self.runtime(f"c{i}", value)
         if n.shape == ():
             return f"{self.arg[i]}[0]"
         dims = dims if dims is not None else tuple(range(len(shape) - n.type.rank, len(shape)))  # type: ignore[union-attr]
@@ -75,7 +83,7 @@ class _Emitter:
             ia[lc[0]], ia[1 - lc[0]] = "d", vars_[0]
             ib[rc[0]], ib[1 - rc[0]] = "d", vars_[1]
             self.lines.append(f"{indent}{out} = {scalar(0, n.dtype)}")
-            self.lines.append(f"{indent}for d in range({g[a].shape[lc[0]]}):")
+            self.lines.append(f"{indent}for d in range({self.arg[a]}.shape[{lc[0]}]):")
             self.lines.append(f"{indent}    {out} += {self.arg[a]}[{', '.join(ia)}] * "
                               f"{self.arg[b]}[{', '.join(ib)}]")
         elif n.op in FOLDS:  # an inner fold over the third axis
@@ -83,7 +91,7 @@ class _Emitter:
             ident = {"add": 0.0, "max": -np.inf, "min": np.inf}[FOLDS[n.op]]
             fold = {"add": "{0} + {1}", "max": "_max({0}, {1})", "min": "_min({0}, {1})"}
             self.lines.append(f"{indent}{out} = {scalar(ident, n.dtype)}")
-            self.lines.append(f"{indent}for d in range({src.shape[2]}):")
+            self.lines.append(f"{indent}for d in range({self.runtime(f'kd{i}', src.shape[2])}):")
             inner: set[int] = set(scope)
             text = self.value(src.id, indent + "    ", (*vars_, "d"), inner, src.shape)
             self.lines.append(f"{indent}    {out} = " + fold[FOLDS[n.op]].format(out, text))
@@ -101,10 +109,10 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     arg = {leaf: f"in{k}" for k, leaf in enumerate(plan.leaves)}
     out_name = {o: f"out{k}" for k, o in enumerate(plan.outs)}
     nk, nr = plan.shape[plan.kept], plan.shape[1 - plan.kept]
-    lines = [f"# {name}: one sweep per row, the pairwise chunk never stored",
+    lines = ["# mapreduce_kernel: one sweep per row, the pairwise chunk never stored",
              "@njit(parallel=True, error_model='numpy', cache=True)",
-             f"def {KERNEL}({', '.join([*arg.values(), *out_name.values()])}):",
-             f"    for i in prange({nk}):"]
+             "",  # the signature, once the run-time scalars are known
+             "    for i in prange(nk):"]
     head, loop, tail = [], [], []
     for k, r in enumerate(plan.reductions):
         x = g[r.value]
@@ -181,7 +189,8 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
                 if cn.op in ROW_OPS:
                     names[c] = names[cn.inputs[0]]
                     continue
-                ops = [names.get(q, literal(g[q]) if g[q].op == "constant" else "?") for q in cn.inputs]
+                ops = [names.get(q, em.leaf(q, (), ()) if g[q].op == "constant" else "?")
+                       for q in cn.inputs]
                 tail.append(f"r{c} = {np_type(cn.dtype)}({_expr(cn)(ops, cn)})")
                 names[c] = f"r{c}"
             shift = names[steps[-1]] if steps else "mx"
@@ -209,10 +218,13 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
                 loop.append(f"{ind}acc{k}_0 = " + fold.format(f"acc{k}_0", f"{np_type(acc_t)}({xv})"))
                 tail.append(f"{out_name[r.outs[0]]}[i] = acc{k}_0")
     lines += ["        " + h for h in head]
-    lines.append(f"        for j in range({nr}):")
+    lines.append("        for j in range(nr):")
     lines += loop
     lines += ["        " + t for t in tail]
-    return CpuKernelCode(name, "\n".join(lines) + "\n", True, None, None, 0)
+    scalars = {"nk": nk, "nr": nr, **em.scalars}
+    lines[2] = f"def {KERNEL}({', '.join([*arg.values(), *out_name.values(), *scalars])}):"
+    return CpuKernelCode(name, "\n".join(lines) + "\n", True, None, None, 0,
+                         tuple(scalars.items()))
 
 
 class FusedBody:
@@ -239,7 +251,7 @@ class FusedBody:
         outs = {o: np.empty(t.shape, dtypes.to_numpy(t.dtype))
                 for o in plan.outs for t in (plan.out_type(o),)}
         self.fn(*[np.reshape(pre[i], (1,)) if np.ndim(pre[i]) == 0 else pre[i]
-                  for i in plan.leaves], *outs.values())
+                  for i in plan.leaves], *outs.values(), *(v for _, v in self.code.scalars))
         self.seconds += time.perf_counter() - t0
         values = {**pre, **outs}
         del outs, pre

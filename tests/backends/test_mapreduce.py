@@ -58,7 +58,7 @@ CASES: dict[str, tuple[Callable, tuple, str]] = {
     "knn": (knn, (R.standard_normal((200, 3)), R.standard_normal((700, 3))), "take ="),
     "argmin": (nearest, (R.standard_normal((200, 3)), R.standard_normal((700, 3))), "best"),
     "inner-fold": (naive_sum, (R.standard_normal((300, 5)), R.standard_normal((200, 5))),
-                   "for d in range(5)"),
+                   "for d in range("),
 }
 
 
@@ -155,3 +155,18 @@ def test_gpu_generator_imports_without_cupy() -> None:
     code = ("import sys, explorer.backends.gpu_mapreduce, explorer.backends.gpu; "
             "assert 'cupy' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_one_compiled_kernel_serves_every_shape_and_constant_of_a_structure() -> None:
+    """Loop bounds, feature counts and constants are run-time arguments: numba never frees
+    compiled code, so a kernel per shape would grow a long session without bound."""
+    sources = set()
+    for n, m, scale in ((300, 200, 0.5), (410, 170, 0.25)):
+        x, y = R.standard_normal((n, 3)), R.standard_normal((m, 3))
+        v = R.standard_normal((m, 1))
+        fn = lambda x, y, v, s=scale: jnp.exp(-s * jnp.sum((x[:, None] - y[None]) ** 2, -1)) @ v  # noqa: E731
+        tr = gx.explore(fn, x, y, v, memory_limit="256KiB")
+        got = tr.run(backend="cpu")
+        np.testing.assert_allclose(got.value, tr.run(stage=0).value, rtol=1e-5, atol=1e-5)
+        sources |= {k.source for k in got.kernels if "mapreduce_" in k.source}
+    assert len(sources) == 1
