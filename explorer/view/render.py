@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import graphviz
 
+from ..ir.control_ops import bodies
 from ..ir.graph import Graph, Node, TensorType
 from ..units import format_bytes
 from .collapse import Item, Layout, plan_layout
@@ -26,6 +27,9 @@ COLOURS = {ADDED: ("#c8e6c9", "#2e7d32"), REMOVED: ("#ffcdd2", "#c62828"),
            CHANGED: ("#ffe0b2", "#ef6c00")}
 HIT_COLOUR = "#d500f9"
 _PLAIN = ("#f7f7f7", "#555555")
+OPAQUE = ("#eceff1", "#37474f")  # a primitive without a row: runs through JAX, passes skip it
+KERNEL = ("#e1f5fe", "#0277bd")  # a fused kernel's cluster
+REGION = ("#fbfbff", "#7986cb")  # any other region's (loops, control flow, calls)
 _FONT = "Helvetica,Arial,sans-serif"
 
 
@@ -45,9 +49,20 @@ class Rendered:
         return self.svg
 
 
-def _body(n: Node) -> Graph | None:
-    body = n.attrs.get("body") if n.attrs else None
-    return body if isinstance(body, Graph) else None
+def _regions(n: Node) -> list[tuple[str, str, Graph]]:
+    """Every body of a region node: (key suffix, label, graph). The main body's suffix is ""
+    (keys n7_2), the others' name them: n7_cond_1, n7_tail_3, n7_branches1_4."""
+    if not n.attrs:
+        return []
+    out = []
+    for (attr, index), g in bodies(n):
+        if attr == "body" and index is None:
+            out.append(("", "body", g))
+        else:
+            tag = f"{attr}{'' if index is None else index}"
+            label = f"branch {index}" if attr == "branches" else attr
+            out.append((f"{tag}_", label, g))
+    return out
 
 
 def _esc(text: str) -> str:
@@ -66,13 +81,20 @@ def node_label(n: Node) -> str:
         value = n.attrs["value"].array.reshape(()).item()
         return f"constant {value:g}\n{n.type}" if isinstance(value, float) else \
             f"constant {value}\n{n.type}"
-    head = n.op if _body(n) is None else f"{n.op} ({n.attrs.get('kind', 'region')})"
+    if n.op == "opaque":
+        return f"{n.attrs.get('opcode', '?')} (opaque)\n{n.type}\n{_size(n)}"
+    head = n.op if not _regions(n) else f"{n.op} ({n.attrs.get('kind', 'region')})"
     return f"{head}\n{n.type}\n{_size(n)}"
 
 
 def node_tooltip(n: Node) -> str:
     args = ", ".join(f"%{i}" for i in n.inputs)
     text = f"%{n.id} = {n.op}({args}) : {n.type} ({_size(n)})"
+    if n.op == "opaque":
+        text += (f"\nJAX primitive {n.attrs.get('opcode', '?')} without a row: run through JAX; "
+                 f"passes leave it alone")
+        if n.attrs.get("text"):
+            text += f"\n{n.attrs['text']}"
     if n.source is not None:
         where = f"{n.source} in {n.source.function}" if n.source.function else str(n.source)
         text += f"\n{where}"
@@ -102,10 +124,14 @@ class _Dot:
         return " ".join(out + (["gx_hit"] if key in self.hits else []))
 
     def box(self, target: graphviz.Digraph, key: str, label: str, tooltip: str,
-            status: str | None, shape: str = "box", output: bool = False) -> None:
-        fill, border = COLOURS.get(status or "", _PLAIN)
-        attrs = {"label": _esc(label), "tooltip": _esc(tooltip), "class": self.classes(key, status),
+            status: str | None, shape: str = "box", output: bool = False,
+            opaque: bool = False) -> None:
+        fill, border = COLOURS.get(status or "", OPAQUE if opaque else _PLAIN)
+        classes = self.classes(key, status) + (" gx_opaque" if opaque else "")
+        attrs = {"label": _esc(label), "tooltip": _esc(tooltip), "class": classes,
                  "fillcolor": fill, "color": border, "shape": shape}
+        if opaque:
+            attrs["style"] = "rounded,filled,dashed"
         if key in self.hits:
             attrs.update(color=HIT_COLOUR, penwidth="3")
         elif output:
@@ -126,14 +152,15 @@ class _Dot:
                 continue
             n = item.nodes[0]
             key = f"{prefix}{item.key}"
-            body = _body(n)
-            if body is not None and self.layout.expand_regions:
-                exits[n.id], entries[n.id] = self.region(target, n, key, body, status)
+            regions = _regions(n)
+            if regions and self.layout.expand_regions:
+                exits[n.id], entries[n.id] = self.region(target, n, key, regions, status)
                 continue
-            shape = "ellipse" if n.op == "parameter" else "box3d" if body is not None else "box"
-            label = node_label(n) + (f"\n{len(body)} ops" if body is not None else "")
+            shape = "ellipse" if n.op == "parameter" else "box3d" if regions else "box"
+            ops = sum(len(b) for _, _, b in regions)
+            label = node_label(n) + (f"\n{ops} ops" if regions else "")
             self.box(target, key, label, node_tooltip(n), status.get(n.id), shape,
-                     n.id in g.outputs)
+                     n.id in g.outputs, opaque=n.op == "opaque")
             exits[n.id] = [key]
             entries[n.id] = [key] * len(n.inputs)
         # a collapsed group gets one edge per neighbour, not one per node pair inside it
@@ -150,24 +177,49 @@ class _Dot:
                     target.edge(src, dst)
         return exits, entries
 
-    def region(self, target: graphviz.Digraph, n: Node, key: str, body: Graph,
+    def region(self, target: graphviz.Digraph, n: Node, key: str,
+               regions: list[tuple[str, str, Graph]],
                status: Mapping[int, str]) -> tuple[list[str], list[str]]:
+        """A region as a cluster holding its bodies. The main body's parameters take the
+        region's inputs and its results leave it (a loop, scan, kernel, call or while); a
+        region without one (a conditional) gets a head box its inputs enter and its users
+        read. Other bodies (a while's cond, a loop's tail, each branch) sit beside, labelled."""
         st = status.get(n.id)
-        inner = _body_status(body, st, self.other_bodies.get(key), self.side)
-        fill, border = COLOURS.get(st or "", ("#fbfbff", "#7986cb"))
+        # a region keeps its own fill (a kernel its own colour, never the diff's orange); its
+        # diff status is the border's colour
+        fill, border = KERNEL if n.op == "kernel" else REGION
+        border = COLOURS[st][1] if st in COLOURS else border
         with target.subgraph(name=f"cluster_{key}") as c:
             c.attr(label=_esc(f"%{n.id} {node_label(n).splitlines()[0]}"), style="rounded,filled",
                    fillcolor=fill, color=HIT_COLOUR if key in self.hits else border,
-                   penwidth="3" if key in self.hits else "1.5", fontsize="10",
+                   penwidth="3" if key in self.hits else "2.5" if st else "1.5", fontsize="10",
                    tooltip=_esc(node_tooltip(n)), **{"class": self.classes(key, st)})
             saved = self.other_bodies
-            self.other_bodies = _nested_others(key, body, self.other_bodies.get(key))
-            exits, _ = self.graph(c, body, f"{key}_", inner,
-                                  [Item(f"n{m.id}", (m,)) for m in body.nodes])
-            self.other_bodies = saved
-        params = [f"{key}_n{p}" for p in body.params]
-        outs = [name for o in body.outputs for name in exits[o]]
-        return outs, params[: len(n.inputs)]
+            wired: tuple[list[str], list[str]] | None = None
+            for suffix, label, body in regions:
+                inner_key = f"{key}_{suffix}"
+                other = self.other_bodies.get(inner_key.rstrip("_") if suffix else key)
+                inner = _body_status(body, st, other, self.side)
+                self.other_bodies = _nested_others(inner_key, body, other)
+                main = suffix == "" and len(body.params) >= len(n.inputs)
+                if main:
+                    exits, _ = self.graph(c, body, inner_key, inner,
+                                          [Item(f"n{m.id}", (m,)) for m in body.nodes])
+                    params = [f"{inner_key}n{p}" for p in body.params]
+                    wired = ([name for o in body.outputs for name in exits[o]],
+                             params[: len(n.inputs)])
+                else:
+                    with c.subgraph(name=f"cluster_{inner_key}") as sub:
+                        sub.attr(label=_esc(label), style="rounded,dashed", color=border,
+                                 fillcolor="transparent", fontsize="9")
+                        self.graph(sub, body, inner_key, inner,
+                                   [Item(f"n{m.id}", (m,)) for m in body.nodes])
+                self.other_bodies = saved
+            if wired is None:
+                head = f"{key}_head"
+                self.box(c, head, node_label(n), node_tooltip(n), st, "box3d")
+                wired = ([head], [head] * len(n.inputs))
+        return wired
 
     def group(self, target: graphviz.Digraph, item: Item, status: Mapping[int, str]) -> None:
         states = {status[n.id] for n in item.nodes if n.id in status}
@@ -186,12 +238,25 @@ def _body_status(body: Graph, st: str | None, other: Graph | None, side: str) ->
     return _statuses(body, other, side)
 
 
-def _nested_others(key: str, body: Graph, other: Graph | None) -> dict[str, Graph | None]:
-    """The bodies of the other stage's regions, keyed like ours, one level down."""
+def _other_bodies(prefix: str, graph: Graph, other: Graph | None) -> dict[str, Graph | None]:
+    """The bodies of the other stage's regions, keyed as ours are drawn: the main body by its
+    region's key (n7), the others by theirs (n7_cond)."""
     if other is None:
         return {}
-    return {f"{key}_n{m.id}": _body(other[m.id]) for m in body.nodes
-            if _body(m) is not None and m.id in other}
+    out: dict[str, Graph | None] = {}
+    for m in graph.nodes:
+        if m.id in other and _regions(m):
+            theirs = {suffix: b for suffix, _, b in _regions(other[m.id])}
+            for suffix, _, _ in _regions(m):
+                out[f"{prefix}n{m.id}" + (f"_{suffix.rstrip('_')}" if suffix else "")] = \
+                    theirs.get(suffix)
+    return out
+
+
+def _nested_others(key: str, body: Graph, other: Graph | None) -> dict[str, Graph | None]:
+    """The bodies of the other stage's regions, keyed like ours, one level down (`key` ends
+    in "_")."""
+    return _other_bodies(key, body, other)
 
 
 def _statuses(graph: Graph, other: Graph | None, side: str) -> dict[int, str]:
@@ -211,11 +276,10 @@ def _hit_keys(graph: Graph, layout: Layout, highlight: str | Iterable[int] | Non
 def _body_hits(graph: Graph, prefix: str, query: str) -> set[str]:
     out: set[str] = set()
     for n in graph.nodes:
-        body = _body(n)
-        if body is not None:
-            key = f"{prefix}n{n.id}"
-            out |= {f"{key}_n{m.id}" for m in body.nodes if matches(node_words(m), query)}
-            out |= _body_hits(body, f"{key}_", query)
+        for suffix, _, body in _regions(n):
+            key = f"{prefix}n{n.id}_{suffix}"
+            out |= {f"{key}n{m.id}" for m in body.nodes if matches(node_words(m), query)}
+            out |= _body_hits(body, key, query)
     return out
 
 
@@ -233,8 +297,7 @@ def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
     """Draw `graph`; with `other` (the stage before, or after when side="before") colour the
     diff; `highlight` is a search query (op, name, %id, source) or a collection of node ids."""
     layout = plan_layout(graph, max_nodes)
-    others = {f"n{n.id}": _body(other[n.id]) for n in graph.nodes
-              if other is not None and _body(n) is not None and n.id in other}
+    others = _other_bodies("", graph, other)
     builder = _Dot(layout, _hit_keys(graph, layout, highlight), side, others)
     builder.graph(builder.dot, graph, "", _statuses(graph, other, side), layout.items)
     svg = clean_svg(builder.dot.pipe(format="svg", encoding="utf-8"))
@@ -247,11 +310,10 @@ def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
 def _body_words(graph: Graph, prefix: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for n in graph.nodes:
-        body = _body(n)
-        if body is not None:
-            key = f"{prefix}n{n.id}"
-            out.update({f"{key}_n{m.id}": node_words(m) for m in body.nodes})
-            out.update(_body_words(body, f"{key}_"))
+        for suffix, _, body in _regions(n):
+            key = f"{prefix}n{n.id}_{suffix}"
+            out.update({f"{key}n{m.id}": node_words(m) for m in body.nodes})
+            out.update(_body_words(body, key))
     return out
 
 

@@ -67,6 +67,7 @@ class RewriteRow(TypedDict):
     rule: str
     before: list[int]
     after: list[int]
+    region: str  # "" for the graph itself, else the body the ids are in ("%2.body", "%9.branches[1]")
     source: str
     line_text: str
     before_keys: list[str]

@@ -39,6 +39,7 @@ export interface RewriteRow {
   rule: string;
   before: number[];
   after: number[];
+  region: string;
   source: string;
   line_text: string;
   before_keys: string[];

@@ -44,7 +44,7 @@ export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: n
       "tr",
       { class: `gx-rewrite${k === selected ? " gx-selected" : ""}`, title: "click to highlight its nodes", on: { click: () => onPick(k === selected ? -1 : k) } },
       h("td", { class: "gx-rule" }, r.rule),
-      h("td", { class: "gx-nodes" }, `${ids(r.before)} → ${ids(r.after)}`),
+      h("td", { class: "gx-nodes" }, `${r.region ? `in ${r.region}: ` : ""}${ids(r.before)} → ${ids(r.after)}`),
       h("td", { class: "gx-where" }, r.source || "—"),
       h("td", { class: "gx-code" }, r.line_text),
     ),

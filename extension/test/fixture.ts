@@ -17,7 +17,7 @@ const view = (i: number): ExportView => ({
   diff_counts: { added: 0, removed: i === 3 ? 1 : 0, changed: i === 1 ? 1 : 0 },
   note: "",
   ir_diff: [["equal", 1, "graph @f {", 1, "graph @f {"], ["replace", 2, "  %1 = mul(%0, %0)", 2, "  %1 = add(%0, %0)"], ["skip", null, "3 unchanged lines", null, ""]],
-  rewrites: i === 1 ? [{ rule: "mul-by-two", before: [1], after: [1], source: "In[3]:2", line_text: "y = x * 2  # </script><b>hi</b>", before_keys: ["n1"], after_keys: ["n1"] }] : [],
+  rewrites: i === 1 ? [{ rule: "mul-by-two", before: [1], after: [1], region: "", source: "In[3]:2", line_text: "y = x * 2  # </script><b>hi</b>", before_keys: ["n1"], after_keys: ["n1"] }] : [],
   cost: { flops: 10, bytes: 100, peak_bytes: 48, prev: i ? { flops: 12, bytes: 100, peak_bytes: 96 } : null, timeline: [0, 48, 48, 0], peak_node: 1, memory_limit: null, nodes: 3 },
   kernels: [],
 });
