@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -47,6 +47,8 @@ class Measurement:
     ok: bool
     stage: str | None = None
     kernels: tuple[Kernel, ...] = field(default=())
+    workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
+    dashboard: str | None = None  # a distributed run: its cluster's dashboard link
 
 
 def relative_error(got: Sequence[Any], want: Sequence[np.ndarray]) -> float:
@@ -95,8 +97,9 @@ def measure_graph(graph: Graph, args: Sequence[np.ndarray], backend: str,
     """One stage on one backend: a measuring run (peak, kernels, values), then timing runs."""
     r = registry.run_graph(graph, args, backend, options)
     times = registry.time_graph(graph, args, backend, options, repeats, warmup=1)
-    return _measurement(label or backend, backend, times, r.peak_bytes, r.peak_how, r.outputs,
-                        want, stage, r.kernels)
+    m = _measurement(label or backend, backend, times, r.peak_bytes, r.peak_how, r.outputs,
+                     want, stage, r.kernels)
+    return replace(m, workers=r.workers, dashboard=r.dashboard)
 
 
 def _device_peak() -> int | None:

@@ -130,6 +130,8 @@ class RunRow(TypedDict):
     check: str
     ok: bool | None
     error: str
+    workers: int  # a distributed run: how many workers ran its tasks (0 otherwise)
+    dashboard: str  # a distributed run: its cluster's dashboard link ("" otherwise)
 
 
 class RunState(TypedDict):

@@ -101,6 +101,8 @@ export interface RunRow {
   check: string;
   ok: boolean | null;
   error: string;
+  workers: number;
+  dashboard: string;
 }
 
 /**

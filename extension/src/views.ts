@@ -178,7 +178,10 @@ function barCell(fraction: number, cls: string, text: string, title: string): HT
 
 function runRow(r: RunRow, time: number, mem: number, jit: number | null): HTMLElement {
   const tag = r.kind === "baseline" ? h("span", { class: "gx-tag" }, "baseline") : null;
-  const label = h("td", { class: "gx-runlabel" }, r.label, tag ? " " : "", tag);
+  const cluster = r.dashboard
+    ? h("a", { class: "gx-dashboard", attrs: { href: r.dashboard, target: "_blank", rel: "noopener", title: "the Dask cluster's dashboard" } }, `${r.workers} workers · dashboard`)
+    : null;
+  const label = h("td", { class: "gx-runlabel" }, r.label, tag ? " " : "", tag, cluster ? " " : "", cluster);
   if (r.error) {
     const cls = r.kind === "baseline" ? "gx-run-unavailable" : "gx-run-error";
     return h("tr", { class: cls, attrs: { "data-key": r.key ?? "" } }, label, h("td", { attrs: { colspan: "4" } }, r.error));

@@ -148,7 +148,7 @@ describe("the widget", () => {
 
   const row = (over: Record<string, unknown>) => ({
     key: "k", kind: "stage", label: "dce on cpu", stage: 3, backend: "cpu", seconds: 0.002, min_seconds: 0.0019,
-    repeats: 5, peak_bytes: 96, peak_how: "tracemalloc", check: "matches the reference", ok: true, error: "", ...over,
+    repeats: 5, peak_bytes: 96, peak_how: "tracemalloc", check: "matches the reference", ok: true, error: "", workers: 0, dashboard: "", ...over,
   });
 
   it("draws run rows as bars against the baselines", async () => {
@@ -158,12 +158,17 @@ describe("the widget", () => {
       row({ key: "baseline:jax-eager", kind: "baseline", label: "JAX eager", stage: null, backend: "jax-eager", seconds: null, error: "cannot run: no Python function" }),
       row({ key: "3:cpu", seconds: 0.002, peak_bytes: 48 }),
       row({ key: "3:jax", label: "dce on jax", backend: "jax", seconds: 0.001, ok: false, check: "WRONG: relative error 1e-1" }),
+      row({ key: "3:dask", label: "dce on dask", backend: "dask", seconds: 0.003, workers: 2, dashboard: "http://127.0.0.1:8787/status" }),
     ]);
     model.set("tab", "run");
     model.save_changes();
     await flush();
     const bars = Array.from(el.querySelectorAll(".gx-bar-time")) as HTMLElement[];
-    expect(bars.map((b) => b.style.width)).toEqual(["100.0%", "25.0%", "50.0%", "25.0%"]);
+    expect(bars.map((b) => b.style.width)).toEqual(["100.0%", "25.0%", "50.0%", "25.0%", "75.0%"]);
+    const link = el.querySelector('[data-key="3:dask"] a.gx-dashboard') as HTMLAnchorElement;
+    expect(link.href).toBe("http://127.0.0.1:8787/status");
+    expect(link.textContent).toBe("2 workers · dashboard");
+    expect(el.querySelector('[data-key="3:cpu"] a.gx-dashboard')).toBeNull();
     expect(el.querySelectorAll(".gx-run-baseline").length).toBe(2);
     const unavailable = el.querySelector(".gx-run-unavailable")!;
     expect(unavailable.textContent).toContain("cannot run: no Python function");

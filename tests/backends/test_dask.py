@@ -272,3 +272,19 @@ def test_gambit_magic_runs_on_the_scheduler_given(client: Any, monkeypatch) -> N
         ip.run_cell_magic("gambit", "--backend dask --scheduler tcp://127.0.0.1:9", cell)
     with pytest.raises(UsageError, match="--scheduler is for --backend dask"):
         ip.run_cell_magic("gambit", "--backend cpu --scheduler tcp://127.0.0.1:9", cell)
+
+
+def test_the_widget_run_row_names_the_workers_and_links_the_dashboard(client: Any) -> None:
+    from explorer.view.runs import RunLog
+    from explorer.view.schema import RunRow, problems
+
+    fn, args, limit = PROGRAMS["kernel-vector (sum)"]
+    tr = gx.explore(fn, *args, memory_limit=limit)
+    with client.as_current():
+        row = RunLog(tr, repeats=1).run(len(tr.stages) - 1, "dask")
+    assert not row["error"] and row["ok"], row
+    assert 1 <= row["workers"] <= len(client.scheduler_info()["workers"])
+    assert row["dashboard"] == client.dashboard_link
+    assert problems(row, RunRow) == []
+    cpu = RunLog(tr, repeats=1).run(len(tr.stages) - 1, "cpu")
+    assert cpu["workers"] == 0 and cpu["dashboard"] == ""
