@@ -341,10 +341,53 @@ KNOWN_OPEN: dict[str, Callable[[Finding], bool]] = {}
 # a test: counted apart, never mismatches. Checked by `check_program` where they can apply.
 EUCLIDEAN_INF = ("euclidean-distance: NaN where the naive form gives inf (infinite inputs; "
                  "README, test_infinite_inputs_give_nan_where_the_naive_form_gives_inf)")
+EUCLIDEAN_TOL = ("euclidean-distance: within its documented bound, (c + 2K + 1) units of "
+                 "roundoff times |a|^2 + |b|^2 at every rewritten distance (README, Numerics)")
 NAN_SIGN = ("top_k ranks NaN by its sign bit, which XLA's implementation of an op may set "
             "where NumPy's keeps the input's (README, Numerics: log1p of +NaN)")
 JIT_NOT_EAGER = ("the jax backend is XLA under jit, and gives what jax.jit of the program gives, "
                  "which here differs from JAX eager (README; test_xla_jit_folds_log_exp)")
+
+
+def _replacement(after: gx.Graph, root: Any, ids: Sequence[int]) -> int | None:
+    """Which of a firing's new node ids took the root's place: of its type, read by none of
+    the others."""
+    read = {i for k in ids if k in after for i in after[k].inputs}
+    fit = [k for k in ids if k in after and after[k].type == root.type and k not in read]
+    return fit[-1] if fit else None
+
+
+def _values(g: gx.Graph, ids: Sequence[int], args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    sub = gx.Graph(g.nodes, g.params, tuple(ids), g.name)
+    return registry.run_graph(sub, list(args), "reference").outputs
+
+
+def euclidean_within_bound(before: gx.Graph, stage: gx.Stage, args: Sequence[np.ndarray]) -> bool:
+    """Every distance the euclidean-distance rewrite made in `stage` (from `before`) is within
+    README's bound of the naive distance on `args`: |rewritten - naive| <= (c + 2K + 1) u
+    (|a|^2 + |b|^2), u the unit roundoff, c = min(2(K+2), 128) units, K the features."""
+    for rw in stage.report.rewrites:
+        root = before[rw.before[0]]
+        new = _replacement(stage.graph, root, rw.after)
+        sub = root  # down the naive form to the difference of the two broadcast operands
+        for _ in range(4):
+            if sub.op == "sub":
+                break
+            sub = before[sub.inputs[0]]
+        if new is None or sub.op != "sub" or rw.region:
+            return False
+        (naive,) = _values(before, [root.id], args)
+        (ours,) = _values(stage.graph, [new], args)
+        a, b = (x.astype(np.float64) for x in _values(before, list(sub.inputs), args))
+        axes = tuple(root.attrs["axes"])
+        k = int(np.prod([a.shape[d] for d in axes]))
+        norms = np.sum(a * a, axis=axes) + np.sum(b * b, axis=axes)
+        u = float(np.finfo(naive.dtype).eps) / 2
+        bound = (min(2 * (k + 2), 128) + 2 * k + 1) * u * norms
+        err = np.abs(ours.astype(np.float64) - naive.astype(np.float64))
+        if not np.all((err <= bound) | ~np.isfinite(naive)):
+            return False
+    return True
 
 
 def known_open(f: Finding) -> str | None:
@@ -413,11 +456,13 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
         return jit_want
 
     euclidean = False  # has the euclidean-distance rewrite fired by this stage?
+    within = None  # and are its distances within the documented bound? (found when needed)
     # an infinite input: then the rewrite's NaN (for the naive inf) may reach any consumer
     infinite = any(np.isinf(np.asarray(a, np.float64)).any() for a in prog.args
                    if np.asarray(a).dtype.kind == "f")
-    for s in stages:
-        euclidean |= s.name == "euclidean-distance" and bool(s.report and s.report.rewrites)
+    for k, s in enumerate(stages):
+        if s.name == "euclidean-distance" and s.report and s.report.rewrites:
+            euclidean, at = True, k
         try:
             g = _roundtrip(s.graph)
         except Exception as e:
@@ -439,6 +484,10 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
                                                                  nan_for_inf=True)):
                 if not any(f.backend == b and f.kind == "documented" for f in found):
                     note("documented", b, s.name, f"{EUCLIDEAN_INF}: {why}")
+            elif why and euclidean and (within if within is not None else (within := (
+                    euclidean_within_bound(stages[at - 1].graph, stages[at], prog.args)))):
+                if not any(f.backend == b and f.kind == "documented" for f in found):
+                    note("documented", b, s.name, f"{EUCLIDEAN_TOL}: {why}")
             elif why and "top_k" in prog.source and any(
                     np.isnan(np.asarray(v, np.float64)).any() for v in (*r.outputs, *want)
                     if np.asarray(v).dtype.kind == "f"):

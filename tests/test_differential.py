@@ -80,11 +80,32 @@ def test_xla_log1p_of_nan_sets_the_sign_bit() -> None:
         assert not np.signbit(np.log1p(x)[0])
 
 
-@pytest.mark.parametrize("seed", [457, 491])
+@pytest.mark.parametrize("seed", [457, 491, 577])
 def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int) -> None:
     """457: the euclidean rewrite's NaN for an infinite input, converted to int32 (0 against
-    INT_MAX); 491: top_k of log1p of a NaN (its sign)."""
+    INT_MAX); 491: top_k of log1p of a NaN (its sign); 577: distances between integer points
+    of norm ~500 off by 0.004, inside the rewrite's documented bound."""
     from tests.fuzz_programs import check_program, make_program
 
     found = check_program(make_program(seed))
     assert found and all(f.kind == "documented" for f in found), [f.report() for f in found]
+
+
+def test_the_euclidean_bound_check_can_fail(monkeypatch) -> None:
+    """The harness's bound is checked on the values, not assumed: a distance off by more than
+    README's bound is not classified as documented."""
+    import tests.fuzz_programs as fp
+
+    x = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
+    tr = gx.explore(lambda a: jnp.sum((a[:, None] - a[None]) ** 2, -1), x)
+    at = next(i for i, s in enumerate(tr.stages) if s.name == "euclidean-distance")
+    before, stage = tr.stages[at - 1].graph, tr.stages[at]
+    assert stage.report.rewrites and fp.euclidean_within_bound(before, stage, [x])
+    values = fp._values
+
+    def off(g, ids, args):  # noqa: ANN001, ANN202
+        out = values(g, ids, args)
+        return [o + np.float32(1e-2) for o in out] if g is stage.graph else out
+
+    monkeypatch.setattr(fp, "_values", off)
+    assert not fp.euclidean_within_bound(before, stage, [x])
