@@ -109,3 +109,17 @@ def test_the_euclidean_bound_check_can_fail(monkeypatch) -> None:
 
     monkeypatch.setattr(fp, "_values", off)
     assert not fp.euclidean_within_bound(before, stage, [x])
+
+
+def test_a_near_tie_is_documented_and_a_real_difference_is_not() -> None:
+    """argmin over values equal within float tolerance may pick either (seed 1092: tanh
+    saturating to -1.0 in NumPy, one ulp above in XLA); a pick of a clearly larger value is a
+    mismatch."""
+    from tests.fuzz_programs import near_ties
+
+    x = np.array([[0.5, -1.0, 2.0, -1.0 + 1e-7]], np.float32)
+    tr = gx.explore(lambda x: jnp.argmin(x, axis=1), x)
+    g = tr.stages[0].graph
+    assert near_ties(g, [np.array([3], np.int32)], [np.array([1], np.int32)], [x])
+    assert not near_ties(g, [np.array([0], np.int32)], [np.array([1], np.int32)], [x])
+    assert not near_ties(g, [np.array([1], np.int32)], [np.array([1], np.int32)], [x])
