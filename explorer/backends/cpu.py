@@ -39,6 +39,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.graph import Graph, Node
+from ..ir.ops import OPS
 from ..options import CompileOptions
 from . import reference
 from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, accumulator, generate
@@ -139,11 +140,48 @@ class CompiledKernel:
     def _interpret(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         return reference.evaluate(self.body, vals, consume=isinstance(vals, list))[0]
 
+    @functools.cached_property
+    def in_place(self) -> frozenset[int]:
+        """Inputs an elementwise kernel may write its result into: of the result's shape and
+        type, read only at the point being written (no broadcast or reduction reads them)."""
+        plan = self.plan
+        if plan is None or plan.reduce is not None or plan.loop_shape != plan.out_shape:
+            return frozenset()
+        readers: dict[int, list[Node]] = {}
+        for n in self.body.nodes:
+            for i in n.inputs:
+                readers.setdefault(i, []).append(n)
+        return frozenset(
+            k for k, p in enumerate(self.body.params)
+            if self.body[p].type == plan.output.type and readers.get(p)
+            and all(r.op != "broadcast_in_dim" and r.op in OPS and OPS[r.op].kind == "elementwise"
+                    for r in readers[p]))
+
+    def _donor(self, vals: Sequence[np.ndarray]) -> np.ndarray | None:
+        """A dying input to reuse as the result (as NumPy elides temporaries): one no other
+        value, view or caller holds (the argument list's reference, the loop's and
+        getrefcount's own: 3), contiguous and writeable, owning its memory or viewing all of
+        an owner that nothing else holds. A fused epilogue then writes
+        over the matrix it reads (the euclidean form's dot) instead of faulting in new pages."""
+        for k in self.in_place:
+            v = vals[k]
+            if not (isinstance(v, np.ndarray) and v.flags.c_contiguous and v.flags.writeable
+                    and sys.getrefcount(v) <= 3):
+                continue
+            # a whole-buffer view (a matmul's reshaped result) whose owner only it holds
+            owner = v.base
+            if owner is None or (isinstance(owner, np.ndarray) and owner.nbytes == v.nbytes
+                                 and sys.getrefcount(owner) <= 3):  # v.base, owner, arg
+                return v
+        return None
+
     def _launch(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         plan, code = self.plan, self.code
         assert plan is not None and code is not None and self.fn is not None
+        out = self._donor(vals) if self.in_place else None
         ins = [np.reshape(v, (1,)) if v.ndim == 0 else v for v in vals]
-        out = np.empty(plan.out_shape, dtypes.to_numpy(plan.output.dtype))
+        if out is None:
+            out = np.empty(plan.out_shape, dtypes.to_numpy(plan.output.dtype))
         flat_out = out.reshape(1) if out.ndim == 0 else out
         extra = []
         if code.red is not None:

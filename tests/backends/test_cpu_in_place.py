@@ -1,0 +1,61 @@
+"""The CPU backend writes an elementwise kernel's result over an input that dies there (as
+NumPy elides temporaries): the euclidean form's epilogue over the dot's matrix. Never over a
+value something else still holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import explorer as gx
+from explorer.backends import cpu
+
+R = np.random.default_rng(3)
+X = R.standard_normal((300, 16)).astype(np.float32)
+Y = R.standard_normal((200, 16)).astype(np.float32)
+
+
+@pytest.fixture
+def donations(monkeypatch) -> list[tuple[str, bool]]:
+    seen: list[tuple[str, bool]] = []
+    donor = cpu.CompiledKernel._donor
+
+    def spy(self: Any, vals: Any) -> Any:
+        out = donor(self, vals)
+        seen.append((self.name, out is not None))
+        return out
+
+    monkeypatch.setattr(cpu.CompiledKernel, "_donor", spy)
+    return seen
+
+
+def test_the_euclidean_epilogue_writes_over_the_dot(donations) -> None:
+    tr = gx.explore(lambda x, y: jnp.sum((x[:, None] - y[None]) ** 2, -1), X, Y)
+    got = tr.run(backend="cpu").value
+    assert donations and all(used for _, used in donations)
+    np.testing.assert_allclose(got, tr.run().value, rtol=1e-5, atol=1e-4)
+
+
+def test_values_still_held_are_never_overwritten(donations) -> None:
+    def fn(x, y):
+        d = x @ y.T
+        return jnp.exp(d * 0.1) + 1.0, d, jnp.tanh(d).sum()  # d: an output, and read again
+
+    tr = gx.explore(fn, X, Y)
+    a, d, t = tr.run(backend="cpu").value
+    want = X @ Y.T
+    np.testing.assert_allclose(d, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(a, np.exp(want * 0.1) + 1.0, rtol=1e-4)
+    np.testing.assert_allclose(t, np.tanh(want).sum(), rtol=1e-4)
+    assert donations and not any(used for _, used in donations)
+
+
+def test_arguments_are_never_overwritten(donations) -> None:
+    x = X.copy()
+    tr = gx.explore(lambda x: jnp.exp(x) * 2.0, x)
+    tr.run(backend="cpu")
+    np.testing.assert_array_equal(x, X)
+    assert not any(used for _, used in donations)
