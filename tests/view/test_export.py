@@ -5,7 +5,7 @@ import re
 
 from viewdata import HOSTILE
 
-from explorer.view.export import export_data, json_for_script
+from explorer.view.export import export_data, export_html, page_data
 
 
 def test_writes_one_standalone_page(toy_trace, tmp_path):
@@ -25,12 +25,12 @@ def test_hostile_user_strings_stay_inside_the_data(toy_trace, tmp_path):
     path = tmp_path / "trace.html"
     toy_trace.to_html(path)
     page = path.read_text(encoding="utf-8")
-    assert HOSTILE not in page and "window.pwned" in page  # present, but only escaped
+    assert HOSTILE not in page and "window.pwned" not in page  # only inside the base64 data
     assert "<b>" not in page and "prog<&>" not in page
     assert "<title>gambit-explorer: prog&lt;&amp;&gt;</title>" in page
-    blob = page.split('<script type="application/json" id="gambit-data">')[1].split("</script>")[0]
-    assert "<" not in blob and ">" not in blob and "&" not in blob
-    data = json.loads(blob)
+    blob = page.split('data-encoding="gzip+base64">')[1].split("</script>")[0]
+    assert set(blob) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+    data = page_data(page)
     assert data["state"]["title"] == "prog<&>"
     lines = [rw["line_text"] for v in data["views"] for rw in v["rewrites"]]
     assert any(HOSTILE in t for t in lines)  # the exact text survives the round trip
@@ -46,10 +46,11 @@ def test_every_stage_is_inlined(toy_trace):
     assert all(v["kernels"] == [] for v in data["views"])
 
 
-def test_json_for_script_escapes_everything_that_could_end_a_script():
-    text = json_for_script({"a": "</script><!-- & \u2028"})
-    assert not set(text) & set("<>&\u2028")
-    assert json.loads(text) == {"a": "</script><!-- & \u2028"}
+def test_the_data_is_compressed(toy_trace):
+    page = export_html(toy_trace)
+    raw = json.dumps(export_data(toy_trace), separators=(",", ":"))
+    blob = page.split('data-encoding="gzip+base64">')[1].split("</script>")[0]
+    assert len(blob) < len(raw) / 3 and page_data(page) == json.loads(raw)
 
 
 def test_widget_export_includes_runs(toy_trace, tmp_path):
@@ -57,7 +58,6 @@ def test_widget_export_includes_runs(toy_trace, tmp_path):
     w.run(["reference"], stage=4)
     path = tmp_path / "w.html"
     w.to_html(path)
-    blob = path.read_text().split('id="gambit-data">')[1].split("</script>")[0]
-    rows = json.loads(blob)["state"]["run_rows"]
+    rows = page_data(path.read_text())["state"]["run_rows"]
     assert [r["stage"] for r in rows] == [None, None, None, 4]
     assert [r["label"] for r in rows[:3]] == ["NumPy", "JAX eager", "jax.jit"]
