@@ -17,7 +17,9 @@ while it is cached. The size is generous on purpose: numba never frees a compile
 machine code (about 1 MiB for a fresh compile, 0.25 MiB loaded from its disk cache; numba
 issues 2290 and 6707), so an evicted kernel that comes back costs that memory again; eviction
 only drops our references. What a long session costs is thus about 1 MiB per distinct kernel
-structure (and per argument layout numba specialises it for), not per program.
+structure (and per argument layout numba specialises it for), not per program, and at most
+MAX_KERNEL_LOADS (512; GAMBIT_MAX_KERNELS) loads: after those, a new structure runs on the
+reference interpreter and its listing says why.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ from .registry import Backend, register
 KERNEL_CACHE_SIZE = 256
 # source hash -> (jitted kernel, its module's name in sys.modules, or None), oldest first
 _COMPILED: OrderedDict[str, tuple[Callable[..., None], str | None]] = OrderedDict()
+# Kernels this process may load (compile, or load from numba's disk cache) before new ones
+# run on the reference interpreter instead: numba never frees machine code, so this bounds
+# what a long session (or the differential fuzz, which meets a new structure every few
+# programs) holds. GAMBIT_MAX_KERNELS overrides it.
+MAX_KERNEL_LOADS = int(os.environ.get("GAMBIT_MAX_KERNELS", "512"))
+_LOADS = [0]
+
+
+class KernelLimit(PlanError):
+    """This process has loaded MAX_KERNEL_LOADS kernels: a new one runs interpreted."""
 
 
 def cache_dir() -> Path:
@@ -66,6 +78,11 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
     if key in _COMPILED:
         _COMPILED.move_to_end(key)
         return _COMPILED[key][0]
+    if _LOADS[0] >= MAX_KERNEL_LOADS:
+        raise KernelLimit(f"this process has loaded {MAX_KERNEL_LOADS} kernels, the most it "
+                          f"may (numba never frees compiled code; GAMBIT_MAX_KERNELS): "
+                          f"new kernel structures run on the reference interpreter")
+    _LOADS[0] += 1
     namespace: dict[str, Any]
     module_name: str | None = None
     try:

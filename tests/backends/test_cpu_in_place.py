@@ -59,3 +59,15 @@ def test_arguments_are_never_overwritten(donations) -> None:
     tr.run(backend="cpu")
     np.testing.assert_array_equal(x, X)
     assert not any(used for _, used in donations)
+
+
+def test_past_the_kernel_limit_new_structures_run_interpreted(monkeypatch) -> None:
+    """numba never frees compiled code: a process loads at most MAX_KERNEL_LOADS kernels;
+    then a new structure runs on the reference interpreter, correctly, saying why."""
+    monkeypatch.setattr(cpu, "_LOADS", [cpu.MAX_KERNEL_LOADS])
+    x = R.standard_normal((40, 7)).astype(np.float32)
+    tr = gx.explore(lambda x: jnp.sinh(x * 3.25).sum(1) - jnp.cosh(x).max(), x)
+    r = tr.run(backend="cpu")
+    np.testing.assert_allclose(r.value, tr.run().value, rtol=1e-5, atol=1e-5)
+    fresh = [k for k in r.kernels if "GAMBIT_MAX_KERNELS" in k.source]
+    assert fresh, [k.source[:120] for k in r.kernels]
