@@ -122,7 +122,10 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
 
   const root = h(
     "div",
-    { class: "gx-root", attrs: { tabindex: "0" } },
+    // data-lm-suppress-shortcuts: JupyterLab and Notebook 7 (lumino) read shortcuts on the
+    // document in the capture phase, before our handler; with it they skip events from inside
+    // the widget, so the arrow keys step stages instead of moving cells
+    { class: "gx-root", attrs: { tabindex: "0", "data-lm-suppress-shortcuts": "true" } },
     h(
       "div",
       { class: "gx-top" },

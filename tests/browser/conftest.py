@@ -61,6 +61,10 @@ class Lab:
     def notebook_url(self, name: str) -> str:
         return f"{self.url}/lab/tree/{name}?token={self.token}&reset"
 
+    def notebook7_url(self, name: str) -> str:
+        """The same notebook in Notebook 7 (the `notebook` package, served by this server)."""
+        return f"{self.url}/notebooks/{name}?token={self.token}"
+
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:

@@ -197,3 +197,35 @@ def test_exported_page_works_offline(page, tmp_path) -> None:  # type: ignore[no
     assert page.evaluate("() => window.pwned") is None
     assert all(u.startswith("file:") for u in requests), requests
     assert not page.errors, page.errors
+
+
+def test_notebook7_steps_stages_with_the_keys_not_cells(lab, page) -> None:  # type: ignore[no-untyped-def]
+    """In Notebook 7, as in JupyterLab, the arrow keys on a focused widget step its stages
+    and leave the notebook's active cell where it was (lumino reads shortcuts on the
+    document before the widget sees them: the widget suppresses them inside itself)."""
+    n = len(expected_trace().stages)
+    page.goto(lab.notebook7_url(NOTEBOOK))
+    page.locator(".jp-CodeCell .cm-content").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.locator(".jp-CodeCell .cm-content").first.click()
+    for _ in range(2):  # setup, %%gambit
+        page.keyboard.press("Shift+Enter")
+    root = page.locator(".gx-root").first
+    root.wait_for(timeout=120_000)
+    root.scroll_into_view_if_needed()
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    active = [k for k in range(cells.count())
+              if "jp-mod-active" in (cells.nth(k).get_attribute("class") or "")]
+    assert active
+    root.locator(".gx-heading").click()
+    clicked = [k for k in range(cells.count())  # a click in an output activates its cell
+               if "jp-mod-active" in (cells.nth(k).get_attribute("class") or "")]
+    for k in range(1, min(3, n)):
+        page.keyboard.press("ArrowRight")
+        wait_for_stage(page, k)
+    page.keyboard.press("ArrowLeft")
+    wait_for_stage(page, min(3, n) - 2)
+    now = [k for k in range(cells.count())
+           if "jp-mod-active" in (cells.nth(k).get_attribute("class") or "")]
+    assert now == clicked, (active, clicked, now)
+    shot(page, "06-notebook7-stepped")
