@@ -124,7 +124,7 @@ def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES) -> 
         ir_diff(after.graph, after.graph, context=len(after.graph) + 10**6)
     notes = sorted({r.note for r in (ra, rb) if r is not None and r.note})
     return StageView(
-        before_svg=rb.svg if rb else "", after_svg=ra.svg,
+        view_index=index, before_svg=rb.svg if rb else "", after_svg=ra.svg,
         before_words=rb.words if rb else {}, after_words=ra.words,
         diff_counts=counts, note="; ".join(notes),
         ir_diff=[list(r) for r in text.rows],  # JSON arrays

@@ -98,6 +98,7 @@ class StageView(TypedDict):
     """Everything shown for one stage against the stage before it; `*_words` map a graph
     element's key to the words a search matches."""
 
+    view_index: int  # the stage this view shows: until it equals `index`, the panels are loading
     before_svg: str
     after_svg: str
     before_words: dict[str, str]

@@ -71,6 +71,7 @@ export interface CostView extends CostNumbers {
  * element's key to the words a search matches.
  */
 export interface StageView {
+  view_index: number;
   before_svg: string;
   after_svg: string;
   before_words: Record<string, string>;
@@ -176,6 +177,6 @@ export interface ExportData {
 export const TRAIT_NAMES: (keyof Traits)[] = [
   "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite", "sync_panes",
   "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels", "interactive",
-  "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note", "ir_diff",
-  "rewrites", "cost",
+  "view_index", "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note",
+  "ir_diff", "rewrites", "cost",
 ];

@@ -202,14 +202,25 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const counts = get("diff_counts") ?? {};
     const what = index === 0 ? "the traced program" : s.changed ? `${s.rewrites} rewrites` : "changed nothing";
     heading.append(`stage ${index}/${stages.length - 1}: `, h("b", {}, s.name), ` · ${s.nodes} nodes · ${what}`);
+    before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
+    after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
+    if (loading()) {
+      // the panels still hold the previous stage's view: say so, never show it as this one's
+      legend.appendChild(h("span", { class: "gx-loading-note" }, `loading stage ${index}…`));
+      return;
+    }
     for (const k of ["added", "removed", "changed"] as const) {
       legend.appendChild(h("span", { class: `gx-swatch gx-swatch-${k}` }, `${k} ${counts[k] ?? 0}`));
     }
     legend.appendChild(h("span", { class: "gx-swatch gx-swatch-hl" }, "highlighted"));
     const note = get("note");
     if (note) legend.appendChild(h("span", { class: "gx-note" }, `(${note})`));
-    before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
-    after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
+  }
+
+  /** The view traits still describe another stage than the one chosen (a kernel computing it). */
+  function loading(): boolean {
+    const shown = get("view_index");
+    return shown !== undefined && shown !== null && shown !== get("index");
   }
 
   function applyHighlights(reveal: boolean): void {
@@ -233,7 +244,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const nrw = (get("rewrites") ?? []).length;
     const nk = (get("kernels") ?? []).length;
     for (const [key, label] of TABS) {
-      const extra = key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : "";
+      const extra = loading() ? "" : key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : "";
       tabbar.appendChild(
         h("button", { class: `gx-tab${key === tab ? " gx-active" : ""}`, attrs: { "data-tab": key, role: "tab" }, on: { click: () => choose("tab", key) } }, label + extra),
       );
@@ -241,7 +252,8 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     clear(tabbody);
     const stages = get("stages") ?? [];
     const index = get("index");
-    if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
+    if (loading() && tab !== "run") tabbody.appendChild(h("p", { class: "gx-empty gx-loading-note" }, `loading stage ${index}…`));
+    else if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
     else if (tab === "rewrites") tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k)));
     else if (tab === "cost") tabbody.appendChild(costPanel(get("cost")));
     else if (tab === "kernels") tabbody.appendChild(kernelsPanel(get("kernels") ?? []));
@@ -276,7 +288,8 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("sync_panes")) sync.checked = get("sync_panes") !== false;
     if (any("search") && document.activeElement !== search) search.value = get("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
-    if (any("stages", "index", "diff_counts", "note")) renderHeading();
+    if (any("stages", "index", "diff_counts", "note", "view_index")) renderHeading();
+    root.classList.toggle("gx-loading", loading());
     const index = get("index");
     const single = !get("before_svg");
     const relayout = single !== graphs.classList.contains("gx-single");
@@ -287,7 +300,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words")) {
       applyHighlights(d.has("selected_rewrite") && get("selected_rewrite") >= 0);
     }
-    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "interactive", "run_backends", "run_baselines")) renderTabs();
+    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "interactive", "run_backends", "run_baselines", "view_index")) renderTabs();
   }
   update();
 

@@ -85,6 +85,40 @@ describe("the widget", () => {
     expect(current()).toBe("0 traced");
   });
 
+  it("says a chosen stage is loading until its view arrives, never showing the old one as it", async () => {
+    // a kernel-backed model: the view keys change only when Python has computed them
+    const data = fixture();
+    let shown = 1;
+    const viewKeys = new Set(Object.keys(data.views[0]));
+    class Lagging extends StaticModel {
+      get(name: string): any {
+        return viewKeys.has(name) ? (data.views[shown] as any)[name] : super.get(name);
+      }
+    }
+    document.body.innerHTML = "";
+    const host = document.createElement("div");
+    document.body.appendChild(host);
+    const lag = new Lagging(data);
+    lag.set("index", 1);
+    renderWidget(lag, host);
+    await flush();
+    const root = host.querySelector(".gx-root")!;
+    expect(root.classList.contains("gx-loading")).toBe(false);
+    root.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true }));
+    await flush();
+    expect(lag.get("index")).toBe(2);
+    expect(root.classList.contains("gx-loading")).toBe(true);
+    expect(host.querySelector(".gx-heading")!.textContent).toMatch(/stage 2\/3/);
+    expect(host.querySelector(".gx-tabbody")!.textContent).toBe("loading stage 2…");
+    expect(host.querySelectorAll(".gx-swatch").length).toBe(0); // no stale diff counts
+    shown = 2; // the view arrives
+    lag.set("view_index", 2);
+    lag.save_changes();
+    await flush();
+    expect(root.classList.contains("gx-loading")).toBe(false);
+    expect(host.querySelector(".gx-tabbody")!.textContent === "loading stage 2…").toBe(false);
+  });
+
   it("hides unchanged stages and skips them", async () => {
     (el.querySelector(".gx-hide input") as HTMLInputElement).click();
     await flush();

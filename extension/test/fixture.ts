@@ -10,6 +10,7 @@ const svg = (keys: string[], extra = "") =>
 const stage = (index: number, name: string, changed: boolean): StageSummary => ({ index, name, changed, nodes: 3, rewrites: changed ? 1 : 0, flops: 10 * (4 - index), bytes: 100, peak_bytes: 48 });
 
 const view = (i: number): ExportView => ({
+  view_index: i,
   before_svg: i === 0 ? "" : svg(["n0", "n1", "n2"]),
   after_svg: svg(i === 3 ? ["n0", "n1"] : ["n0", "n1", "n2"]),
   before_words: i === 0 ? {} : { n0: "%0 parameter x", n1: "%1 mul in[3]:2 f", n2: "%2 add in[3]:3 f" },
