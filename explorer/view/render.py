@@ -41,6 +41,7 @@ class Rendered:
     element_of: dict[int, str]  # top-level node id -> element key
     words: dict[str, str] = field(default_factory=dict)  # element key -> search words
     note: str = ""  # what was collapsed to keep the picture readable
+    dot: str = ""  # the DOT source drawn (for other formats: summary.py's PNG)
 
     def elements(self, node_ids: Iterable[int]) -> list[str]:
         return sorted({self.element_of[i] for i in node_ids if i in self.element_of})
@@ -304,7 +305,7 @@ def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
     words = {it.key: " ".join(node_words(n) for n in it.nodes) for it in layout.items}
     if layout.expand_regions:
         words.update(_body_words(graph, ""))
-    return Rendered(svg, dict(layout.item_of), words, layout.note)
+    return Rendered(svg, dict(layout.item_of), words, layout.note, builder.dot.source)
 
 
 def _body_words(graph: Graph, prefix: str) -> dict[str, str]:

@@ -229,3 +229,27 @@ def test_notebook7_steps_stages_with_the_keys_not_cells(lab, page) -> None:  # t
            if "jp-mod-active" in (cells.nth(k).get_attribute("class") or "")]
     assert now == clicked, (active, clicked, now)
     shot(page, "06-notebook7-stepped")
+
+
+def test_a_saved_untrusted_notebook_shows_the_static_view(lab, page) -> None:  # type: ignore[no-untyped-def]
+    """A notebook saved with the widget's output, opened untrusted with no kernel run: the
+    output shows the static summary (stage table and the final graph as an image), not the
+    graph's labels as loose text or a widget error."""
+    import nbformat
+
+    trace = expected_trace()
+    bundle = trace.widget()._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("trace.widget()", execution_count=1, outputs=[
+        nbformat.v4.new_output("display_data", data={k: v for k, v in data.items()})]))
+    nbformat.write(nb, lab.root / "saved.ipynb")  # unsigned: JupyterLab treats it as untrusted
+    page.goto(lab.notebook_url("saved.ipynb"))
+    out = page.locator(".jp-OutputArea-output").first
+    out.wait_for(timeout=60_000)
+    img = out.locator('img[alt="the final graph"]')
+    img.wait_for(timeout=20_000)
+    assert page.evaluate("e => e.naturalWidth", img.element_handle()) > 50
+    assert out.locator("table.gx-stages tr").count() == 1 + len(trace.stages)
+    assert "model not found" not in out.inner_text()
+    shot(page, "07-saved-untrusted")

@@ -195,7 +195,18 @@ def test_static_fallback_for_saved_notebooks(toy_trace):
     assert "application/vnd.jupyter.widget-view+json" in data
     page = data["text/html"]
     assert "prog&lt;&amp;&gt;" in page and "<script" not in page
-    assert page.count("<tr") == 1 + len(toy_trace.stages) and "<svg" in page
+    assert page.count("<tr") == 1 + len(toy_trace.stages) and "<svg" not in page
+    png = _png_of(page)  # the graph as a PNG: it survives untrusted-HTML sanitizing
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+
+def _png_of(page: str) -> bytes:
+    import base64
+    import re
+
+    m = re.search(r'<img alt="the final graph" [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert m, page[:300]
+    return base64.b64decode(m.group(1))
 
 
 def test_static_fallback_collapses_a_large_graph():
@@ -215,8 +226,11 @@ def test_static_fallback_collapses_a_large_graph():
     a = np.ones((4, 4), np.float32)
     trace = gx.explore(unrolled, a, a, pipeline=[])
     assert len(trace.final.graph) > SUMMARY_MAX_NODES
+    from explorer.view.render import render
+
     page = summary_html(trace)
-    assert "<svg" in page and "repeated source lines collapsed" in page
-    boxes, edges = page.count('class="node'), page.count('class="edge')
+    assert _png_of(page) and "repeated source lines collapsed" in page
+    svg = render(trace.final.graph, max_nodes=SUMMARY_MAX_NODES).svg  # what the PNG draws
+    boxes, edges = svg.count('class="node'), svg.count('class="edge')
     assert boxes == 6  # w, x, one box per line of the loop, the output
     assert edges <= 2 * boxes  # one edge per pair of boxes, not one per pair of nodes
