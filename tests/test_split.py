@@ -319,3 +319,25 @@ def test_bad_pass_options_name_the_cause(spec: str, message: str) -> None:
 
     with pytest.raises((PipelineError, ValueError), match=message):
         gx.explore(kernel_vector, *KVP_ARGS, pipeline=spec)
+
+
+@pytest.mark.parametrize("centre", [False, True])
+def test_a_self_distance_splits_under_a_limit(centre: bool) -> None:
+    """Found by the differential fuzz (seeds 1563, 1658): in |a_i|^2 + |a_j|^2 - 2 a.a the
+    norms of `a` feed one broadcast chunked and another whole; the region used to take them
+    chunked for both (a broadcast of f32[9] to (32, 9) via (0,)) and explore() crashed."""
+    import jax.numpy as jnp
+
+    x = np.random.default_rng(7).standard_normal((32, 3)).astype(np.float32)
+
+    def f(a):
+        if centre:
+            a = a - jnp.max(a, axis=1, keepdims=True)
+        return jnp.sum((a[:, None, :] - a[None, :, :]) ** 2, -1)
+
+    tr = gx.explore(f, x, memory_limit=24576)
+    want = np.asarray(f(jnp.asarray(x)))
+    for backend in ("reference", "cpu", "jax"):
+        r = tr.run(backend=backend)
+        np.testing.assert_allclose(np.asarray(r.value), want, rtol=1e-4, atol=1e-4)
+        assert r.peak_bytes <= 24576 or backend == "jax", (backend, r.peak_bytes)

@@ -212,7 +212,15 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
             if ax is None or _source(g[i]) or not (pull or n.op == "get_tuple_element"):
                 continue
             back = step_from_result(g, g[i], ax, size)
-            if back is not None:
+            # a producer read another way by a node already in the region (the norms of `a`
+            # in |a_i|^2 + |a_j|^2 - 2 a.a: chunked for one broadcast, whole for the other)
+            # stays outside, and the loop takes it both ways
+            if back is not None and all(steps[u].operands[k] == ax
+                                        for u in g.users.get(i, ()) if u in steps
+                                        for k, w in enumerate(g[u].inputs) if w == i) \
+                    and all(w not in steps or (steps[w].axis is not None
+                                               and steps[w].axis == back.operands[k])
+                            for k, w in enumerate(g[i].inputs)):
                 steps[i] = back
                 work.append(i)
         if st.axis is None:
@@ -235,7 +243,15 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
             steps[u] = fwd
             work.append(u)
     region = Region(size, steps)
-    return region if _convex(g, region) else None
+    return region if _consistent(g, region) and _convex(g, region) else None
+
+
+def _consistent(g: Graph, r: Region) -> bool:
+    """Every region node reads a region producer along the axis that producer is split on
+    (a value wanted whole by one reader and chunked by another stays outside the region)."""
+    return all(r.steps[w].axis is not None and r.steps[w].axis == st.operands[k]
+               for nid, st in r.steps.items() for k, w in enumerate(g[nid].inputs)
+               if w in r.steps and not (st.axis is None and g[nid].op == "get_tuple_element"))
 
 
 def _convex(g: Graph, r: Region) -> bool:
