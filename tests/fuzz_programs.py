@@ -520,9 +520,9 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
             elif why and near_ties(stages[0].graph, r.outputs, want, prog.args):
                 if not any(f.backend == b and f.kind == "documented" for f in found):
                     note("documented", b, s.name, f"{NEAR_TIE}: {why}")
-            elif why and "top_k" in prog.source and any(
-                    np.isnan(np.asarray(v, np.float64)).any() for v in (*r.outputs, *want)
-                    if np.asarray(v).dtype.kind == "f"):
+            elif why and "top_k" in prog.source and any(  # a NaN reached top_k, or may have
+                    np.isnan(np.asarray(v, np.float64)).any()
+                    for v in (*r.outputs, *want, *prog.args) if np.asarray(v).dtype.kind == "f"):
                 if not any(f.backend == b and f.kind == "documented" for f in found):
                     note("documented", b, s.name, f"{NAN_SIGN}: {why}")
             elif why and not any(f.backend == b and f.kind == "mismatch" for f in found):

@@ -260,6 +260,8 @@ def _helpers() -> dict[str, object]:
             return 1.7976931348623157e308
         if x == -np.inf:
             return -1.7976931348623157e308
+        if x == 0 and math.copysign(1.0, x) < 0:
+            return -5e-324  # -0.0 just below +0.0
         return np.float64(x)
 
     @njit(inline="always")

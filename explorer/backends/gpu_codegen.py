@@ -52,6 +52,7 @@ __device__ inline double _nan() { return __longlong_as_double(0x7ff8000000000000
 template <typename T> __device__ double _tk_key(T x) {
   const double v = (double)x;
   if (v != v) return signbit(v) ? -_inf() : _inf();
+  if (v == 0.0 && signbit(v)) return -4.9406564584124654e-324;
   return v == _inf() ? 1.7976931348623157e308 : v == -_inf() ? -1.7976931348623157e308 : v;
 }
 """

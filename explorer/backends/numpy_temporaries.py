@@ -158,7 +158,7 @@ def workspace_bytes(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
     if op == "loop":
         return _loop_merge(g, n)
     if op == "top_k":  # a float64 negated copy and an int64 argsort of the whole input, and
-        return 19 * _size(ins[0]) + 8 * _size(n.type)  # three boolean masks for NaN and inf
+        return 21 * _size(ins[0]) + 8 * _size(n.type)  # boolean masks: NaN, inf, -0.0
     if op == "sort":
         return 8 * _size(ins[0])
     if OPS[op].split == Split.ARG:  # int64 result, then converted; NumPy moves the axis

@@ -1099,13 +1099,14 @@ def _topk_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
 
 def top_k_key(xp: Any, x: Any) -> Any:
     """A float64 key whose stable ascending sort is lax.top_k's order: XLA's total order,
-    descending, so +NaN first, then +inf, the finite values, -inf, and -NaN last (the NaN
-    that sqrt or log of a negative number gives on x86 has its sign bit set)."""
+    descending, so +NaN first, then +inf, the finite values (+0.0 above -0.0), -inf, and -NaN
+    last (the NaN that sqrt or log of a negative number gives on x86 has its sign bit set)."""
     key = xp.negative(x.astype(xp.float64))  # exact for every integer type up to 2**53
     if xp.issubdtype(x.dtype, xp.floating):
         big, nan, neg = xp.finfo(xp.float64).max, xp.isnan(x), xp.signbit(x)
         key[xp.isposinf(x)], key[xp.isneginf(x)] = -big, big
         key[nan & ~neg], key[nan & neg] = -xp.inf, xp.inf
+        key[(x == 0) & neg] = 5e-324  # -0.0 ranks just below +0.0, as in XLA's total order
     return key
 
 
