@@ -7,7 +7,10 @@ group), `gx_added`/`gx_removed`/`gx_changed` its diff status and `gx_hit` a high
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -284,6 +287,27 @@ def _body_hits(graph: Graph, prefix: str, query: str) -> set[str]:
     return out
 
 
+# DOT source -> SVG: the same picture is drawn again when a stage is revisited, exported or
+# shown by a second widget; graphviz's layout is the slow part (seconds at 300 nodes)
+_DRAWN: OrderedDict[str, str] = OrderedDict()
+_DRAWN_SIZE = 128
+_DRAWN_LOCK = threading.Lock()
+
+
+def _layout(dot: graphviz.Digraph) -> str:
+    key = hashlib.sha1(dot.source.encode()).hexdigest()
+    with _DRAWN_LOCK:
+        if key in _DRAWN:
+            _DRAWN.move_to_end(key)
+            return _DRAWN[key]
+    svg = clean_svg(dot.pipe(format="svg", encoding="utf-8"))
+    with _DRAWN_LOCK:
+        _DRAWN[key] = svg
+        while len(_DRAWN) > _DRAWN_SIZE:
+            _DRAWN.popitem(last=False)
+    return svg
+
+
 _SVG_NOISE = re.compile(r'<\?xml[^>]*>\s*|<!DOCTYPE[^>]*>\s*|<!--.*?-->\s*| id="[^"]*"', re.S)
 
 
@@ -301,7 +325,7 @@ def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
     others = _other_bodies("", graph, other)
     builder = _Dot(layout, _hit_keys(graph, layout, highlight), side, others)
     builder.graph(builder.dot, graph, "", _statuses(graph, other, side), layout.items)
-    svg = clean_svg(builder.dot.pipe(format="svg", encoding="utf-8"))
+    svg = _layout(builder.dot)
     words = {it.key: " ".join(node_words(n) for n in it.nodes) for it in layout.items}
     if layout.expand_regions:
         words.update(_body_words(graph, ""))

@@ -9,8 +9,10 @@ so stepping back is instant.
 from __future__ import annotations
 
 import pathlib
+import threading
 import types
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, get_args, get_origin
 
 import anywidget
@@ -53,6 +55,10 @@ def _synced_traits(namespace: dict[str, Any]) -> None:
 SyncedTraits = types.new_class("SyncedTraits", (anywidget.AnyWidget,), exec_body=_synced_traits)
 
 
+# one worker computes views ahead for every widget: layouts are graphviz subprocesses
+_AHEAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gambit-view")
+
+
 class TraceWidget(SyncedTraits):
     _esm = STATIC / "widget.js"
     _css = STATIC / "widget.css"
@@ -62,6 +68,8 @@ class TraceWidget(SyncedTraits):
         self.trace = trace
         self.max_nodes = max_nodes
         self._views: dict[int, StageView] = {}
+        self._ahead: dict[int, Future[None]] = {}  # views being computed ahead
+        self._lock = threading.RLock()
         self.runs = RunLog(trace, repeats)
         runs = registry.sweep() if backends is None else backends  # dask: when asked by name
         backends = registry.available() if backends is None else backends
@@ -82,9 +90,30 @@ class TraceWidget(SyncedTraits):
         self._show(change["new"])
 
     def view(self, index: int) -> StageView:
-        if index not in self._views:
-            self._views[index] = stage_view(self.trace, index, self.max_nodes)
-        return self._views[index]
+        """Stage `index`'s view: computed once; one being computed ahead is waited for."""
+        with self._lock:
+            ahead = self._ahead.get(index)
+        if ahead is not None:
+            ahead.result()
+        with self._lock:
+            if index not in self._views:
+                self._views[index] = stage_view(self.trace, index, self.max_nodes)
+            return self._views[index]
+
+    def _prefetch(self, index: int) -> None:
+        """Compute the neighbouring stages' views off the main path (graphviz's layout runs
+        in a subprocess, so a thread overlaps it), so that stepping to them is immediate."""
+        for k in (index + 1, index - 1):
+            with self._lock:
+                if not 0 <= k < len(self.trace.stages) or k in self._views or k in self._ahead:
+                    continue
+                self._ahead[k] = _AHEAD.submit(self._compute, k)
+
+    def _compute(self, index: int) -> None:
+        view = stage_view(self.trace, index, self.max_nodes)
+        with self._lock:
+            self._views.setdefault(index, view)
+            self._ahead.pop(index, None)
 
     def _show(self, index: int) -> None:
         view = self.view(index)
@@ -93,6 +122,7 @@ class TraceWidget(SyncedTraits):
                 setattr(self, key, view[key])
             self.selected_rewrite = -1
             self.kernels = self.runs.kernels(index)
+        self._prefetch(index)
 
     def step(self, delta: int) -> int:
         """Move `delta` visible stages (unchanged ones are skipped when hidden)."""

@@ -234,3 +234,18 @@ def test_static_fallback_collapses_a_large_graph():
     boxes, edges = svg.count('class="node'), svg.count('class="edge')
     assert boxes == 6  # w, x, one box per line of the loop, the output
     assert edges <= 2 * boxes  # one edge per pair of boxes, not one per pair of nodes
+
+
+def test_neighbouring_stages_are_computed_ahead(toy_trace):
+    """Off the main path: after a stage is shown, the next and previous ones are being
+    computed by a worker thread, and showing one of them takes that result."""
+    w = toy_trace.widget()
+    w.index = 2
+    pending = dict(w._ahead)
+    assert set(pending) <= {1, 3} and (pending or {1, 3} <= set(w._views))
+    for f in pending.values():
+        f.result(timeout=60)
+    assert {1, 3} <= set(w._views) and not w._ahead
+    ahead = w._views[3]
+    w.index = 3
+    assert w.after_svg == ahead["after_svg"] and w.view_index == 3
