@@ -260,7 +260,8 @@ def plan_layout(graph: Graph, budget: int = BUDGET, opened: Mapping[str, bool] |
     total = count_nodes(graph)
     grouped = len(graph) > budget
     root = hierarchy(graph, budget) if grouped else Group((), list(graph.nodes))
-    planner = _Planner(opened, _ancestors(root, set(reveal)), budget)
+    shown = set(reveal)
+    planner = _Planner(opened, _ancestors(root, shown) | {f"n{i}" for i in shown}, budget)
     entries = planner.plan(root.children, "")
     item_of: dict[int, str] = {}
 

@@ -6,12 +6,14 @@ stage and cached by the caller.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from ..analysis.cost import Cost
 from ..passes.base import Rewrite
 from ..trace import Stage, Trace
 from .diff import ir_diff
 from .graphdiff import graph_diff
-from .render import DEFAULT_MAX_NODES, Rendered, render
+from .render import DEFAULT_MAX_NODES, Rendered, render, search_reveal
 from .schema import CostNumbers, CostView, DiffCounts, RewriteRow, StageSummary, StageView, fields
 
 # The per-stage keys: a model reads them from the current stage's view.
@@ -50,28 +52,41 @@ def rewrite_rows(before: Stage | None, after: Stage, rb: Rendered | None,
     stages = (before or after, after)
     return [RewriteRow(rule=rw.rule, before=list(rw.before), after=list(rw.after),
                        source=rw.source or "", line_text=_line_text(stages, rw),
-                       before_keys=rb.elements(rw.before) if rb else [],
-                       after_keys=ra.elements(rw.after))
+                       region=rw.region,
+                       before_keys=rb.elements(rw.before, rw.region) if rb else [],
+                       after_keys=ra.elements(rw.after, rw.region))
             for rw in after.report.rewrites]
 
 
-def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES) -> StageView:
-    """Everything the front end needs to show stage `index` against the stage before it."""
+def reveal_for(trace: Trace, index: int, query: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The nodes a search opens its way to in stage `index`'s before and after graphs."""
+    if not query.strip():
+        return frozenset(), frozenset()
+    before = search_reveal(trace.stages[index - 1].graph, query) if index > 0 else set()
+    return frozenset(before), frozenset(search_reveal(trace.stages[index].graph, query))
+
+
+def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
+               opened: Mapping[str, bool] | None = None,
+               reveal: tuple[Iterable[int], Iterable[int]] = ((), ())) -> StageView:
+    """Everything the front end needs to show stage `index` against the stage before it;
+    `opened` and `reveal` (before, after) choose which groups are open (render.py)."""
     after = trace.stages[index]
     before = trace.stages[index - 1] if index > 0 else None
+    opts = {"max_nodes": max_nodes, "opened": opened}
     if before is None:
-        ra, rb = render(after.graph, max_nodes=max_nodes), None
+        ra, rb = render(after.graph, reveal=reveal[1], **opts), None
         counts = DiffCounts(added=0, removed=0, changed=0)
     else:
-        ra = render(after.graph, other=before.graph, side="after", max_nodes=max_nodes)
-        rb = render(before.graph, other=after.graph, side="before", max_nodes=max_nodes)
+        ra = render(after.graph, other=before.graph, side="after", reveal=reveal[1], **opts)
+        rb = render(before.graph, other=after.graph, side="before", reveal=reveal[0], **opts)
         counts = DiffCounts(**graph_diff(before.graph, after.graph).counts())
     # the traced stage has nothing to diff against: show all of its IR
     text = ir_diff(before.graph, after.graph) if before else \
         ir_diff(after.graph, after.graph, context=len(after.graph) + 10**6)
     notes = sorted({r.note for r in (ra, rb) if r is not None and r.note})
     return StageView(
-        before_svg=rb.svg if rb else "", after_svg=ra.svg,
+        stage=index, before_svg=rb.svg if rb else "", after_svg=ra.svg,
         before_words=rb.words if rb else {}, after_words=ra.words,
         diff_counts=counts, note="; ".join(notes),
         ir_diff=[list(r) for r in text.rows],  # JSON arrays

@@ -20,7 +20,7 @@ from typing_extensions import is_typeddict
 from ..backends import registry
 from ..compare import BASELINES
 from ..trace import Trace
-from .payload import VIEW_KEYS, stage_summaries, stage_view
+from .payload import VIEW_KEYS, reveal_for, stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, RunState, StageView, Traits, fields
@@ -61,7 +61,7 @@ class TraceWidget(SyncedTraits):
                  backends: Sequence[str] | None = None, repeats: int = 5, **kwargs: Any) -> None:
         self.trace = trace
         self.max_nodes = max_nodes
-        self._views: dict[int, StageView] = {}
+        self._views: dict[tuple, StageView] = {}
         self.runs = RunLog(trace, repeats)
         runs = registry.sweep() if backends is None else backends  # dask: when asked by name
         backends = registry.available() if backends is None else backends
@@ -81,18 +81,28 @@ class TraceWidget(SyncedTraits):
     def _index_changed(self, change: dict[str, Any]) -> None:
         self._show(change["new"])
 
-    def view(self, index: int) -> StageView:
-        if index not in self._views:
-            self._views[index] = stage_view(self.trace, index, self.max_nodes)
-        return self._views[index]
+    @t.observe("opened", "search")
+    def _groups_changed(self, change: dict[str, Any]) -> None:
+        self._show(self.index, keep_selection=True)
 
-    def _show(self, index: int) -> None:
+    def view(self, index: int) -> StageView:
+        """Stage `index` with the groups the user opened and those holding search hits open;
+        cached per (stage, choices), so stepping back or closing again is instant."""
+        reveal = reveal_for(self.trace, index, self.search)
+        key = (index, frozenset(self.opened.items()), reveal)
+        if key not in self._views:
+            self._views[key] = stage_view(self.trace, index, self.max_nodes, self.opened, reveal)
+        return self._views[key]
+
+    def _show(self, index: int, keep_selection: bool = False) -> None:
         view = self.view(index)
         with self.hold_sync():
             for key in VIEW_KEYS:
-                setattr(self, key, view[key])
-            self.selected_rewrite = -1
-            self.kernels = self.runs.kernels(index)
+                if getattr(self, key) != view[key]:
+                    setattr(self, key, view[key])
+            if not keep_selection:
+                self.selected_rewrite = -1
+                self.kernels = self.runs.kernels(index)
 
     def step(self, delta: int) -> int:
         """Move `delta` visible stages (unchanged ones are skipped when hidden)."""

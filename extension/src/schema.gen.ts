@@ -33,7 +33,8 @@ export interface DiffCounts {
 
 /**
  * A rewrite the stage's pass made: node ids before and after, where in the user's source
- * it comes from, and the graph elements (`*_keys`) to highlight when it is picked.
+ * it comes from, the body it fired in (`region`: "" for the graph itself, else a path such
+ * as "%7.body"), and the graph elements (`*_keys`) to highlight when it is picked.
  */
 export interface RewriteRow {
   rule: string;
@@ -41,6 +42,7 @@ export interface RewriteRow {
   after: number[];
   source: string;
   line_text: string;
+  region: string;
   before_keys: string[];
   after_keys: string[];
 }
@@ -66,9 +68,11 @@ export interface CostView extends CostNumbers {
 
 /**
  * Everything shown for one stage against the stage before it; `*_words` map a graph
- * element's key to the words a search matches.
+ * element's key to the words a search matches. `stage` is the index of the stage shown:
+ * while it differs from the chosen index the front end shows that it is loading.
  */
 export interface StageView {
+  stage: number;
   before_svg: string;
   after_svg: string;
   before_words: Record<string, string>;
@@ -124,7 +128,10 @@ export interface KernelRow {
 /** The tabs below the graphs. */
 export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run";
 
-/** The widget's traits other than the current stage's view. */
+/**
+ * The widget's traits other than the current stage's view. `opened` holds the user's
+ * choices of graph groups and regions to open (true) or close (false), by element key.
+ */
 export interface WidgetState {
   title: string;
   stages: StageSummary[];
@@ -134,6 +141,7 @@ export interface WidgetState {
   tab: Tab;
   selected_rewrite: number;
   sync_panes: boolean;
+  opened: Record<string, boolean>;
   backends: string[];
   run_backends: string[];
   run_baselines: boolean;
@@ -147,7 +155,7 @@ export interface WidgetState {
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "run_backends" | "run_baselines";
+export type Choice = "index" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "run_backends" | "run_baselines";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -171,7 +179,7 @@ export interface ExportData {
 /** The name of every trait, for listening to all of them. */
 export const TRAIT_NAMES: (keyof Traits)[] = [
   "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite", "sync_panes",
-  "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels", "interactive",
-  "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note", "ir_diff",
-  "rewrites", "cost",
+  "opened", "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels",
+  "interactive", "stage", "before_svg", "after_svg", "before_words", "after_words", "diff_counts",
+  "note", "ir_diff", "rewrites", "cost",
 ];

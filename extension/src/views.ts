@@ -46,10 +46,11 @@ export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: n
       h("td", { class: "gx-rule" }, r.rule),
       h("td", { class: "gx-nodes" }, `${ids(r.before)} → ${ids(r.after)}`),
       h("td", { class: "gx-where" }, r.source || "—"),
+      h("td", { class: "gx-region", title: r.region ? "the body of a region op this rewrite fired in" : "" }, r.region || ""),
       h("td", { class: "gx-code" }, r.line_text),
     ),
   );
-  const head = h("tr", {}, h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", {}, "line"));
+  const head = h("tr", {}, h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", { title: "the region body it fired in, when not the graph itself" }, "in"), h("th", {}, "line"));
   return h("div", { class: "gx-scroll" }, h("table", { class: "gx-rewrites" }, h("thead", {}, head), h("tbody", {}, ...items)));
 }
 

@@ -3,7 +3,7 @@ import { beforeEach, describe, it } from "node:test";
 import { expect } from "./expect";
 import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
-import { renderWidget } from "../src/widget";
+import { renderWidget, toggleTarget } from "../src/widget";
 import { fixture } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -228,5 +228,56 @@ describe("the widget", () => {
     zoomIn("before");
     expect(box("before")).not.toBe(b1);
     expect(box("after")).toBe(a1);
+  });
+
+  it("says a stage is loading, never showing the last stage's panels under its heading", async () => {
+    const views = (model as any).data.views;
+    views[1] = { ...views[1], stage: 0 }; // as a live model does while Python builds stage 1
+    key("ArrowRight");
+    await flush();
+    const root = el.querySelector(".gx-root")!;
+    expect(root.classList.contains("gx-stale")).toBe(true);
+    expect(el.querySelector(".gx-loading-note")!.textContent).toBe("loading stage 1…");
+    expect(el.querySelector(".gx-legend")!.textContent).toMatch(/added …/);
+    expect(el.querySelector(".gx-tabbody")!.textContent).toBe("loading stage 1…");
+    views[1] = { ...views[1], stage: 1 };
+    model.set("index", 1);
+    model.save_changes();
+    (model as any).handlers.get("change:stage")?.forEach((cb: () => void) => cb());
+    await flush();
+    expect(root.classList.contains("gx-stale")).toBe(false);
+  });
+
+  it("keeps the arrow keys it handles from the notebook around it", async () => {
+    let outside = 0;
+    const listener = () => outside++;
+    el.addEventListener("keydown", listener);
+    key("ArrowRight");
+    key("x");
+    await flush();
+    expect(outside).toBe(1); // only the "x"
+    expect(el.querySelector(".gx-root")!.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
+  });
+
+  it("says which region a rewrite fired in", async () => {
+    const views = (model as any).data.views;
+    views[1].rewrites[0] = { ...views[1].rewrites[0], region: "%7.body" };
+    model.set("index", 1);
+    model.set("tab", "rewrites");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-rewrites td.gx-region")!.textContent).toBe("%7.body");
+  });
+});
+
+describe("groups and regions", () => {
+  it("finds the key and state of a clicked group or region", () => {
+    const svg = sanitizeSvg(
+      `<svg xmlns="http://www.w3.org/2000/svg"><g class="node gx_g0123456789 gx_toggle gx_group"><polygon/><text>x</text></g>` +
+        `<g class="cluster gx_n7 gx_changed gx_toggle gx_open gx_region"><path/></g><g class="node gx_n3"><text>y</text></g></svg>`,
+    )!;
+    expect(toggleTarget(svg.querySelector("text"))).toEqual({ key: "g0123456789", open: false });
+    expect(toggleTarget(svg.querySelector("path"))).toEqual({ key: "n7", open: true });
+    expect(toggleTarget(svg.querySelectorAll("text")[1])).toBeNull();
   });
 });
