@@ -87,7 +87,8 @@ def _path(n: Node, graph: Graph, many_params: bool) -> tuple[str, ...]:
     if s is None:
         return ()
     scope = tuple(p for p in s.scope.split("/") if p)
-    return scope + ((s.function,) if s.function else ()) + (f"{s.file}:{s.line}",)
+    where = f"{s.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{s.line}"  # zoo.py:31, In[3]:4
+    return scope + ((s.function,) if s.function else ()) + (where,)
 
 
 def _simplify(g: Group, budget: int) -> Group | Node:
@@ -190,51 +191,64 @@ def _region_key_nodes(key: str, n: Node) -> list[tuple[str, str, Graph]]:
 
 
 class _Planner:
+    """Chooses what is open, a whole level of the hierarchy at a time (breadth first), so that
+    the first view is uniform: every top-level group, or every group one level down, and so
+    on, as far as the budget goes. The user's choices and revealed nodes always hold."""
+
     def __init__(self, opened: Mapping[str, bool], reveal: set[str], budget: int) -> None:
         self.opened, self.reveal, self.budget = opened, reveal, budget
         self.boxes = 0
+        self.open: set[str] = set()
 
-    def is_open(self, key: str, extra: int, split: bool = False) -> bool:
-        if key in self.opened:
-            return self.opened[key]
-        if key in self.reveal:
-            return True
-        return not split and self.boxes + extra <= self.budget
+    @staticmethod
+    def children(c: Group | Node, key: str) -> list[tuple[Group | Node, str]]:
+        if isinstance(c, Group):
+            prefix = key[: len(key) - len(c.key)]
+            return [(x, prefix + (x.key if isinstance(x, Group) else f"n{x.id}"))
+                    for x in c.children]
+        return [(m, f"{p}n{m.id}") for p, _, b in _region_key_nodes(key, c) for m in b.nodes]
 
-    def plan(self, top: list[Group | Node], prefix: str) -> tuple[Entry, ...]:
-        """Breadth first: decide every child of this level before opening any of them."""
-        self.boxes += len(top)
-        decided: list[tuple[Group | Node, str, bool]] = []
-        for c in top:
-            if isinstance(c, Group):
-                key = prefix + c.key
-                opened = self.is_open(key, len(c.children) - 1, c.split)
-                if opened:
-                    self.boxes += len(c.children) - 1
-            else:
-                key = f"{prefix}n{c.id}"
-                inner = sum(len(b) for _, b in bodies(c))
-                opened = bool(inner) and self.is_open(key, inner)
-                if opened:
-                    self.boxes += inner
-            decided.append((c, key, opened))
+    def choose(self, top: list[tuple[Group | Node, str]]) -> None:
+        self.boxes = len(top)
+        level = top
+        while level:
+            forced, auto = [], []
+            for c, key in level:
+                kids = self.children(c, key)
+                if not kids:
+                    continue
+                extra = len(kids) - 1 if isinstance(c, Group) else len(kids)
+                if self.opened.get(key) is False:
+                    continue
+                if self.opened.get(key) or key in self.reveal:
+                    forced.append((key, extra, kids))
+                elif not (isinstance(c, Group) and c.split):
+                    auto.append((key, extra, kids))
+            self.boxes += sum(x for _, x, _ in forced)
+            if self.boxes + sum(x for _, x, _ in auto) <= self.budget:
+                self.boxes += sum(x for _, x, _ in auto)
+                forced += auto
+            self.open.update(key for key, _, _ in forced)
+            level = [kid for _, _, kids in forced for kid in kids]
+
+    def build(self, level: list[tuple[Group | Node, str]]) -> tuple[Entry, ...]:
         out: list[Entry] = []
-        for c, key, opened in decided:
+        for c, key in level:
             if isinstance(c, Group):
-                if opened:
-                    self.boxes -= len(c.children)  # plan() counts them again
-                    out.append(Cluster(key, c, self.plan(c.children, prefix)))
-                else:
-                    out.append(Folded(key, c, tuple(c.nodes())))
-            elif opened:
-                regions = []
-                for p, name, b in _region_key_nodes(key, c):
-                    self.boxes -= len(b)
-                    regions.append((p, name, b, self.plan(list(b.nodes), p)))
-                out.append(Box(key, c, tuple(regions)))
+                out.append(Cluster(key, c, self.build(self.children(c, key))) if key in self.open
+                           else Folded(key, c, tuple(c.nodes())))
+            elif key in self.open:
+                out.append(Box(key, c, tuple(
+                    (p, name, b, self.build([(m, f"{p}n{m.id}") for m in b.nodes]))
+                    for p, name, b in _region_key_nodes(key, c))))
             else:
                 out.append(Box(key, c))
         return tuple(out)
+
+    def plan(self, top: list[Group | Node]) -> tuple[Entry, ...]:
+        level = [(c, c.key if isinstance(c, Group) else f"n{c.id}") for c in top]
+        self.choose(level)
+        return self.build(level)
 
 
 def _ancestors(root: Group, ids: set[int]) -> set[str]:
@@ -262,7 +276,7 @@ def plan_layout(graph: Graph, budget: int = BUDGET, opened: Mapping[str, bool] |
     root = hierarchy(graph, budget) if grouped else Group((), list(graph.nodes))
     shown = set(reveal)
     planner = _Planner(opened, _ancestors(root, shown) | {f"n{i}" for i in shown}, budget)
-    entries = planner.plan(root.children, "")
+    entries = planner.plan(root.children)
     item_of: dict[int, str] = {}
 
     def index(es: Iterable[Entry]) -> None:

@@ -73,7 +73,9 @@ def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
     `opened` and `reveal` (before, after) choose which groups are open (render.py)."""
     after = trace.stages[index]
     before = trace.stages[index - 1] if index > 0 else None
-    opts = {"max_nodes": max_nodes, "opened": opened}
+    # two panes side by side: each gets half the boxes, so both stay readable
+    opts = {"max_nodes": max_nodes if before is None else max(1, max_nodes // 2),
+            "opened": opened}
     if before is None:
         ra, rb = render(after.graph, reveal=reveal[1], **opts), None
         counts = DiffCounts(added=0, removed=0, changed=0)

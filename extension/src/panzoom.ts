@@ -9,10 +9,12 @@ export interface Box {
   h: number;
 }
 
-/** The first view of a graph: whole if it is readable so, else fit to width from the top. */
+/** The first view of a graph: whole if it is readable so, else at a readable scale (labels
+ * at 75% or more), the top of the graph, centred (the minimap shows the rest). */
+export const READABLE = 0.75;
 export function initialView(graph: Box, paneW: number, paneH: number): Box {
   const fit = Math.min(paneW / graph.w, paneH / graph.h);
-  const scale = fit >= 0.45 ? Math.min(fit, 1.25) : Math.min(paneW / graph.w, 1);
+  const scale = fit >= READABLE ? Math.min(fit, 1.25) : Math.max(Math.min(paneW / graph.w, 1), READABLE);
   const w = paneW / scale;
   const h = paneH / scale;
   const x = graph.x + (graph.w - w) / 2;
