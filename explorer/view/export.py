@@ -2,17 +2,25 @@
 
 The page inlines the widget's bundle and every stage's view, and runs the same front end on a
 model with no kernel behind it (extension/src/static-model.ts). Nothing is fetched: the
-content security policy forbids it. User strings reach the page only as JSON inside a
-`<script type="application/json">` with `<`, `>` and `&` escaped, so no source line, file
-or function name can close the script or open a tag.
+content security policy forbids it. The data is packed: pictures drawn more than once are
+stored once (ExportData.svgs), and the JSON is gzipped and base64-encoded, which the browser
+unpacks with its own DecompressionStream. User strings reach the page only inside that base64
+text, so no source line, file or function name can close the script or open a tag.
+
+`static_html` is the same view as a notebook output that needs no kernel (saved notebooks,
+reopened after a kernel restart): a summary that survives an untrusted notebook's sanitizer,
+replaced by the step-through view where scripts may run.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 import os
 import re
+import uuid
 from typing import Any
 
 from ..trace import Trace
@@ -47,6 +55,41 @@ def _inline(code: str, tag: str) -> str:
     return re.sub(rf"</({tag})", r"<\\/\1", code, flags=re.I).replace("<!--", "<\\!--")
 
 
+def share_svgs(data: dict[str, Any]) -> dict[str, Any]:
+    """Store each distinct picture once: views refer to ExportData.svgs by "svg:N"."""
+    table: dict[str, int] = {}
+    views = []
+    for view in data["views"]:
+        view = dict(view)
+        for key in ("before_svg", "after_svg"):
+            if view[key]:
+                view[key] = f"svg:{table.setdefault(view[key], len(table))}"
+        views.append(view)
+    return {**data, "views": views, "svgs": list(table)}
+
+
+def pack(data: dict[str, Any]) -> str:
+    """The data as the page carries it: shared pictures, JSON, gzip, base64."""
+    text = json.dumps(share_svgs(data), ensure_ascii=False, separators=(",", ":"))
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), 9, mtime=0)).decode("ascii")
+
+
+def unpack(packed: str) -> dict[str, Any]:
+    """The data back from `pack`, pictures resolved (what the front end sees)."""
+    data = json.loads(gzip.decompress(base64.b64decode(packed)))
+    svgs = data.pop("svgs", [])
+    for view in data["views"]:
+        for key in ("before_svg", "after_svg"):
+            if view[key].startswith("svg:"):
+                view[key] = svgs[int(view[key][4:])]
+    return data
+
+
+def page_data(page: str) -> dict[str, Any]:
+    """The data inlined in an exported page or a static notebook output."""
+    return unpack(re.search(r'class="gx-data"[^>]*>([^<]*)</script>', page).group(1))  # type: ignore[union-attr]
+
+
 def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLog | None = None,
                 run_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     views = []
@@ -61,11 +104,19 @@ def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLo
     return {"state": state, "views": views}
 
 
+def _mount(data: dict[str, Any]) -> str:
+    """The packed data and one module script: the bundle, then mounting on that data (one
+    script, so that the bundle has run when the mount does)."""
+    uid = uuid.uuid4().hex
+    boot = (f'\nglobalThis.gambitExplorer.mountPacked("{uid}");')
+    return (f'<script type="application/octet-stream" class="gx-data" data-gx="{uid}">'
+            f"{pack(data)}</script>\n"
+            f'<script type="module">{_inline(_static("widget.js"), "script")}{boot}</script>')
+
+
 def export_html(trace: Trace, **options: Any) -> str:
     data = export_data(trace, **options)
     title = html.escape(f"gambit-explorer: {trace.name}")
-    boot = ('const data = JSON.parse(document.getElementById("gambit-data").textContent);\n'
-            'globalThis.gambitExplorer.mountStatic(document.getElementById("gambit-root"), data);')
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -74,13 +125,18 @@ def export_html(trace: Trace, **options: Any) -> str:
         f"<style>{_inline(_static('widget.css'), 'style')}</style>",
         f"<style>{_PAGE_STYLE}</style>",
         "</head><body>",
-        '<div id="gambit-root"></div>',
-        f'<script type="application/json" id="gambit-data">{json_for_script(data)}</script>',
-        f'<script type="module">{_inline(_static("widget.js"), "script")}</script>',
-        f'<script type="module">{boot}</script>',
+        _mount(data),
         "</body></html>",
         "",
     ])
+
+
+def static_html(trace: Trace, summary: str, **options: Any) -> str:
+    """A notebook output showing the trace without a kernel: `summary` (plain HTML that an
+    untrusted notebook's sanitizer keeps) until the step-through view replaces it."""
+    data = export_data(trace, **options)
+    return (f'<div class="gx-static">{summary}'
+            f"<style>{_inline(_static('widget.css'), 'style')}</style>{_mount(data)}</div>")
 
 
 def to_html(trace: Trace, path: str | os.PathLike[str], **options: Any) -> str:

@@ -216,10 +216,13 @@ class ExportView(StageView):
 
 
 class ExportData(TypedDict):
-    """An exported page's data: the state to start from and every stage's view."""
+    """An exported page's data: the state to start from and every stage's view. Pictures
+    drawn more than once are stored once: a view's `before_svg`/`after_svg` of the form
+    "svg:N" stands for `svgs[N]`."""
 
     state: Partial[WidgetState]
     views: list[ExportView]
+    svgs: NotRequired[list[str]]
 
 
 # ------------------------------------------------------------ reading the declarations

@@ -4,6 +4,7 @@ escaped."""
 
 from __future__ import annotations
 
+import base64
 import html
 
 from ..trace import Trace
@@ -29,9 +30,11 @@ def summary_html(trace: Trace, max_nodes: int = DEFAULT_MAX_NODES) -> str:
             "<th>peak</th><th>rewrites</th></tr>")
     final = trace.final.graph
     drawn = render(final, max_nodes=min(max_nodes, SUMMARY_MAX_NODES))
-    note = f" ({esc(drawn.note)} to keep the picture small)" if drawn.note else ""
-    svg = drawn.svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
+    note = f" ({esc(drawn.note.split(':')[0])})" if drawn.note else ""
+    # an image, not inline SVG: an untrusted notebook's sanitizer drops <svg> and keeps its text
+    data = base64.b64encode(drawn.svg.encode("utf-8")).decode("ascii")
+    svg = f'<img style="max-width:100%;height:auto" alt="the final graph" src="data:image/svg+xml;base64,{data}">'
     picture = f"<p>final stage <b>{esc(trace.final.name)}</b>{note}:</p>{svg}"
     return (f'<div class="gx-summary"><p><b>gambit-explorer</b>: {esc(trace.name)}, '
-            f"{len(trace.stages)} stages (open in Jupyter for the step-through widget)</p>"
+            f"{len(trace.stages)} stages (run the cell for the live widget)</p>"
             f'<table class="gx-stages">{head}{"".join(rows)}</table>{picture}</div>')

@@ -176,9 +176,27 @@ class TraceWidget(SyncedTraits):
     # ------------------------------------------------------------ static fallback
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """The live widget, plus a static HTML summary for saved notebooks (e.g. on GitHub)."""
+        """The live widget, plus a static HTML summary for front ends that show one output
+        (GitHub, nbviewer)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if data is not None:
             data["text/html"] = summary_html(self.trace, max_nodes=self.max_nodes)
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Two outputs: the live widget, and the same view with no kernel behind it, which
+        the live widget hides while it runs. A saved notebook reopened (after a kernel
+        restart, or untrusted) still shows the trace: the step-through view where scripts
+        may run, else the summary, instead of "model not found" or stripped SVG."""
+        from IPython.display import HTML, display
+
+        bundle = super()._repr_mimebundle_()
+        display(bundle[0] if isinstance(bundle, tuple) else bundle, raw=True)
+        display(HTML(self.static_html()))
+
+    def static_html(self) -> str:
+        from .export import static_html
+
+        return static_html(self.trace, summary_html(self.trace, max_nodes=self.max_nodes),
+                           max_nodes=self.max_nodes, runs=self.runs, run_rows=list(self.run_rows))

@@ -170,10 +170,15 @@ export interface ExportView extends StageView {
   kernels: KernelRow[];
 }
 
-/** An exported page's data: the state to start from and every stage's view. */
+/**
+ * An exported page's data: the state to start from and every stage's view. Pictures
+ * drawn more than once are stored once: a view's `before_svg`/`after_svg` of the form
+ * "svg:N" stands for `svgs[N]`.
+ */
 export interface ExportData {
   state: Partial<WidgetState>;
   views: ExportView[];
+  svgs?: string[];
 }
 
 /** The name of every trait, for listening to all of them. */

@@ -5,7 +5,7 @@ import re
 
 from viewdata import HOSTILE
 
-from explorer.view.export import export_data, json_for_script
+from explorer.view.export import export_data, pack, page_data, share_svgs, unpack
 
 
 def test_writes_one_standalone_page(toy_trace, tmp_path):
@@ -17,20 +17,20 @@ def test_writes_one_standalone_page(toy_trace, tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "default-src 'none'" in page
     # the bundle and the data are inlined
-    assert "mountStatic" in page and 'id="gambit-data"' in page
-    assert page.count("<script") == 3 and page.count("</script>") == 3
+    assert "mountPacked" in page and 'class="gx-data"' in page
+    assert page.count("<script") == 2 and page.count("</script>") == 2
 
 
 def test_hostile_user_strings_stay_inside_the_data(toy_trace, tmp_path):
     path = tmp_path / "trace.html"
     toy_trace.to_html(path)
     page = path.read_text(encoding="utf-8")
-    assert HOSTILE not in page and "window.pwned" in page  # present, but only escaped
+    assert HOSTILE not in page and "window.pwned" not in page  # only inside the packed data
     assert "<b>" not in page and "prog<&>" not in page
     assert "<title>gambit-explorer: prog&lt;&amp;&gt;</title>" in page
-    blob = page.split('<script type="application/json" id="gambit-data">')[1].split("</script>")[0]
-    assert "<" not in blob and ">" not in blob and "&" not in blob
-    data = json.loads(blob)
+    blob = page.split('class="gx-data"')[1].split(">", 1)[1].split("</script>")[0]
+    assert re.fullmatch(r"[A-Za-z0-9+/=]+", blob)  # base64: nothing that could end a script
+    data = page_data(page)
     assert data["state"]["title"] == "prog<&>"
     lines = [rw["line_text"] for v in data["views"] for rw in v["rewrites"]]
     assert any(HOSTILE in t for t in lines)  # the exact text survives the round trip
@@ -46,10 +46,13 @@ def test_every_stage_is_inlined(toy_trace):
     assert all(v["kernels"] == [] for v in data["views"])
 
 
-def test_json_for_script_escapes_everything_that_could_end_a_script():
-    text = json_for_script({"a": "</script><!-- & \u2028"})
-    assert not set(text) & set("<>&\u2028")
-    assert json.loads(text) == {"a": "</script><!-- & \u2028"}
+def test_the_page_is_packed_with_each_picture_once(toy_trace):
+    data = export_data(toy_trace)
+    shared = share_svgs(data)
+    pictures = [v[k] for v in data["views"] for k in ("before_svg", "after_svg") if v[k]]
+    assert len(shared["svgs"]) == len(set(pictures)) < len(pictures)
+    assert unpack(pack(data)) == data
+    assert len(pack(data)) < len(json.dumps(data)) / 4
 
 
 def test_widget_export_includes_runs(toy_trace, tmp_path):
@@ -57,7 +60,6 @@ def test_widget_export_includes_runs(toy_trace, tmp_path):
     w.run(["reference"], stage=4)
     path = tmp_path / "w.html"
     w.to_html(path)
-    blob = path.read_text().split('id="gambit-data">')[1].split("</script>")[0]
-    rows = json.loads(blob)["state"]["run_rows"]
+    rows = page_data(path.read_text())["state"]["run_rows"]
     assert [r["stage"] for r in rows] == [None, None, None, 4]
     assert [r["label"] for r in rows[:3]] == ["NumPy", "JAX eager", "jax.jit"]
