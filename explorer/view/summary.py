@@ -33,7 +33,8 @@ def summary_html(trace: Trace, max_nodes: int = DEFAULT_MAX_NODES) -> str:
     note = f" ({esc(drawn.note.split(':')[0])})" if drawn.note else ""
     # an image, not inline SVG: an untrusted notebook's sanitizer drops <svg> and keeps its text
     data = base64.b64encode(drawn.svg.encode("utf-8")).decode("ascii")
-    svg = f'<img style="max-width:100%;height:auto" alt="the final graph" src="data:image/svg+xml;base64,{data}">'
+    svg = ('<img style="max-width:100%;height:auto" alt="the final graph" '
+           f'src="data:image/svg+xml;base64,{data}">')
     picture = f"<p>final stage <b>{esc(trace.final.name)}</b>{note}:</p>{svg}"
     return (f'<div class="gx-summary"><p><b>gambit-explorer</b>: {esc(trace.name)}, '
             f"{len(trace.stages)} stages (run the cell for the live widget)</p>"
