@@ -86,6 +86,7 @@ function showSvg(pane: Pane, text: string, placeholder: string): void {
   pane.panzoom = null;
   clear(pane.canvas);
   pane.svg = sanitizeSvg(text);
+  clear(pane.minimap);
   if (!pane.svg) {
     pane.canvas.appendChild(h("p", { class: "gx-empty" }, placeholder));
     return;
