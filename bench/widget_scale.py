@@ -47,7 +47,7 @@ def programs() -> dict[str, gx.Trace]:
     out = {"zoo GPT-block gradient": gx.explore(fn, *args)}
     fn, args = mlp_attention_grad(12)
     out["12-layer model gradient"] = gx.explore(fn, *args)
-    fn, args = mlp_attention(layers=216)  # ~8,000 traced ops; the traced stage only
+    fn, args = mlp_attention(layers=160)  # ~7,800 traced ops; the traced stage only
     out["~8,000-node program"] = gx.explore(fn, *args, pipeline=[])
     return out
 

@@ -108,12 +108,25 @@ def node_tooltip(n: Node) -> str:
     return text
 
 
+# the latest graphs' node costs, node id -> (FLOPs, bytes), by the graph's identity (graphs
+# are immutable; the graph is kept with them so that its id is not reused meanwhile)
+_COSTS: dict[int, tuple[Graph, dict[int, tuple[int, int]]]] = {}
+
+
 def group_cost(graph: Graph, nodes: Iterable[Node]) -> tuple[int, int]:
     """Summed FLOPs and bytes moved of a group's nodes (the cost model's per-node figures)."""
+    if id(graph) not in _COSTS:
+        while len(_COSTS) >= 64:
+            _COSTS.pop(next(iter(_COSTS)))
+        _COSTS[id(graph)] = (graph, {})
+    costs = _COSTS[id(graph)][1]
     flops = moved = 0
     for n in nodes:
-        flops += node_flops(graph, n)
-        moved += node_bytes(graph, n)
+        if n.id not in costs:
+            costs[n.id] = (node_flops(graph, n), node_bytes(graph, n))
+        f, b = costs[n.id]
+        flops += f
+        moved += b
     return flops, moved
 
 
