@@ -11,6 +11,7 @@ from __future__ import annotations
 import pathlib
 import types
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, get_args, get_origin
 
 import anywidget
@@ -27,6 +28,9 @@ from .schema import DEFAULTS, RunState, StageView, Traits, fields
 from .summary import summary_html
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
+# one background worker builds the views a widget will likely show next (graphviz runs as a
+# subprocess, so this overlaps with the kernel's own work)
+_PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gambit-view")
 _SCALARS = {str: t.Unicode, int: t.Int, float: t.Float, bool: t.Bool}
 
 
@@ -58,8 +62,10 @@ class TraceWidget(SyncedTraits):
     _css = STATIC / "widget.css"
 
     def __init__(self, trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES,
-                 backends: Sequence[str] | None = None, repeats: int = 5, **kwargs: Any) -> None:
+                 backends: Sequence[str] | None = None, repeats: int = 5,
+                 prefetch: bool = True, **kwargs: Any) -> None:
         self.trace = trace
+        self.prefetch = prefetch
         self.max_nodes = max_nodes
         self._views: dict[tuple, StageView] = {}
         self.runs = RunLog(trace, repeats)
@@ -88,11 +94,24 @@ class TraceWidget(SyncedTraits):
     def view(self, index: int) -> StageView:
         """Stage `index` with the groups the user opened and those holding search hits open;
         cached per (stage, choices), so stepping back or closing again is instant."""
-        reveal = reveal_for(self.trace, index, self.search)
-        key = (index, frozenset(self.opened.items()), reveal)
+        return self._view(index, dict(self.opened), self.search)
+
+    def _view(self, index: int, opened: dict[str, bool], search: str) -> StageView:
+        reveal = reveal_for(self.trace, index, search)
+        key = (index, frozenset(opened.items()), reveal)
         if key not in self._views:
-            self._views[key] = stage_view(self.trace, index, self.max_nodes, self.opened, reveal)
+            self._views[key] = stage_view(self.trace, index, self.max_nodes, opened, reveal)
         return self._views[key]
+
+    def _prefetch(self, index: int) -> None:
+        """Build the next stages' views off the main path, one at a time, so that stepping
+        forward finds them ready (a view depends only on the trace and the choices)."""
+        if not self.prefetch:
+            return
+        opened, search = dict(self.opened), self.search
+        for k in (index + 1, index + 2):
+            if k < len(self.trace.stages):
+                _PREFETCH.submit(self._view, k, opened, search)
 
     def _show(self, index: int, keep_selection: bool = False) -> None:
         view = self.view(index)
@@ -103,6 +122,7 @@ class TraceWidget(SyncedTraits):
             if not keep_selection:
                 self.selected_rewrite = -1
                 self.kernels = self.runs.kernels(index)
+        self._prefetch(index)
 
     def step(self, delta: int) -> int:
         """Move `delta` visible stages (unchanged ones are skipped when hidden)."""

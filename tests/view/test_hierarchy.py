@@ -146,3 +146,15 @@ def test_the_widget_reopens_what_the_user_clicked_and_what_search_finds(gpt):
     assert w.after_svg != first
     w.index = 1
     assert w.stage == 1
+
+
+def test_the_widget_builds_the_next_stages_view_off_the_main_path(gpt):
+    from explorer.view import widget as widget_module
+
+    w = TraceWidget(gpt)
+    widget_module._PREFETCH.submit(lambda: None).result()  # the queue has drained
+    assert (1, frozenset(), reveal_for(gpt, 1, "")) in w._views
+    before = len(w._views)
+    w.index = 1  # found ready
+    assert len(w._views) >= before and w.stage == 1
+    assert not TraceWidget(gpt, prefetch=False)._prefetch(0)
