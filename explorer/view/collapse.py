@@ -191,9 +191,10 @@ def _region_key_nodes(key: str, n: Node) -> list[tuple[str, str, Graph]]:
 
 
 class _Planner:
-    """Chooses what is open, a whole level of the hierarchy at a time (breadth first), so that
-    the first view is uniform: every top-level group, or every group one level down, and so
-    on, as far as the budget goes. The user's choices and revealed nodes always hold."""
+    """The first view opens a whole level of the hierarchy at a time (breadth first), as far
+    as the budget goes, so that it is uniform: every top-level group, or every group one
+    level down, and so on. The user's choices then apply on top of that, without moving
+    anything else: opening a group shows its children closed, closing one leaves the rest."""
 
     def __init__(self, opened: Mapping[str, bool], reveal: set[str], budget: int) -> None:
         self.opened, self.reveal, self.budget = opened, reveal, budget
@@ -208,36 +209,34 @@ class _Planner:
                     for x in c.children]
         return [(m, f"{p}n{m.id}") for p, _, b in _region_key_nodes(key, c) for m in b.nodes]
 
-    def choose(self, top: list[tuple[Group | Node, str]]) -> None:
-        self.boxes = len(top)
-        level = top
+    def first_view(self, top: list[tuple[Group | Node, str]]) -> set[str]:
+        """What the first view opens: whole levels while the boxes stay within the budget."""
+        boxes, level, out = len(top), top, set()
         while level:
-            forced, auto = [], []
-            for c, key in level:
-                kids = self.children(c, key)
-                if not kids:
-                    continue
-                extra = len(kids) - 1 if isinstance(c, Group) else len(kids)
-                if self.opened.get(key) is False:
-                    continue
-                if self.opened.get(key) or key in self.reveal:
-                    forced.append((key, extra, kids))
-                elif not (isinstance(c, Group) and c.split):
-                    auto.append((key, extra, kids))
-            self.boxes += sum(x for _, x, _ in forced)
-            if self.boxes + sum(x for _, x, _ in auto) <= self.budget:
-                self.boxes += sum(x for _, x, _ in auto)
-                forced += auto
-            self.open.update(key for key, _, _ in forced)
-            level = [kid for _, _, kids in forced for kid in kids]
+            wanted = [(c, key, kids) for c, key in level
+                      if not (isinstance(c, Group) and c.split)
+                      and (kids := self.children(c, key))]
+            # an open group is replaced by its children; an open region keeps its own box
+            extra = sum(len(kids) - isinstance(c, Group) for c, _, kids in wanted)
+            if not wanted or boxes + extra > self.budget:
+                break
+            boxes += extra
+            out.update(key for _, key, _ in wanted)
+            level = [kid for _, _, kids in wanted for kid in kids]
+        return out
 
     def build(self, level: list[tuple[Group | Node, str]]) -> tuple[Entry, ...]:
         out: list[Entry] = []
         for c, key in level:
             if isinstance(c, Group):
-                out.append(Cluster(key, c, self.build(self.children(c, key))) if key in self.open
-                           else Folded(key, c, tuple(c.nodes())))
-            elif key in self.open:
+                if key in self.open:
+                    out.append(Cluster(key, c, self.build(self.children(c, key))))
+                else:
+                    self.boxes += 1
+                    out.append(Folded(key, c, tuple(c.nodes())))
+                continue
+            self.boxes += 1
+            if key in self.open and bodies(c):
                 out.append(Box(key, c, tuple(
                     (p, name, b, self.build([(m, f"{p}n{m.id}") for m in b.nodes]))
                     for p, name, b in _region_key_nodes(key, c))))
@@ -247,7 +246,9 @@ class _Planner:
 
     def plan(self, top: list[Group | Node]) -> tuple[Entry, ...]:
         level = [(c, c.key if isinstance(c, Group) else f"n{c.id}") for c in top]
-        self.choose(level)
+        self.open = ((self.first_view(level) | self.reveal
+                      | {k for k, v in self.opened.items() if v})
+                     - {k for k, v in self.opened.items() if not v})
         return self.build(level)
 
 

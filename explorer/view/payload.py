@@ -86,11 +86,11 @@ def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
     # the traced stage has nothing to diff against: show all of its IR
     text = ir_diff(before.graph, after.graph) if before else \
         ir_diff(after.graph, after.graph, context=len(after.graph) + 10**6)
-    notes = sorted({r.note for r in (ra, rb) if r is not None and r.note})
+    notes = [ra.note or (rb.note if rb else "")]  # the panes are grouped alike: say it once
     return StageView(
         stage=index, before_svg=rb.svg if rb else "", after_svg=ra.svg,
         before_words=rb.words if rb else {}, after_words=ra.words,
-        diff_counts=counts, note="; ".join(notes),
+        diff_counts=counts, note=notes[0],
         ir_diff=[list(r) for r in text.rows],  # JSON arrays
         rewrites=rewrite_rows(before, after, rb, ra),
         cost=cost_view(trace, index),

@@ -193,6 +193,16 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     }
     choose("opened", { ...(get("opened") ?? {}), [key]: !open });
     graphs.classList.add("gx-loading");
+    focusKey = key; // when the redrawn graph arrives, centre on what was clicked
+  };
+  let focusKey: string | null = null;
+  const focus = () => {
+    if (!focusKey || !/^[A-Za-z0-9_]+$/.test(focusKey)) return;
+    for (const pane of [before, after]) {
+      const found = pane.svg ? Array.from(pane.svg.querySelectorAll(`.gx_${focusKey}`)) : [];
+      if (found.length) pane.panzoom?.reveal(found);
+    }
+    focusKey = null;
   };
   before.onToggle = toggle;
   after.onToggle = toggle;
@@ -378,6 +388,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("before_svg")) showSvg(before, get("before_svg") ?? "", index === 0 ? "the traced program: no earlier stage" : "no graph");
     if (any("after_svg")) showSvg(after, get("after_svg") ?? "", "no graph");
     else if (relayout) after.panzoom?.fit();
+    if (any("before_svg", "after_svg")) focus();
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words")) {
       applyHighlights(d.has("selected_rewrite") && get("selected_rewrite") >= 0);
     }

@@ -93,3 +93,48 @@ def test_a_saved_notebook_shows_the_trace_without_its_kernel(lab, page) -> None:
     page.wait_for_timeout(3000)  # the live widget's output gives up on its model after 2 s
     assert not page.locator(".jp-OutputArea-child:visible", has_text="model not found").count()
     shot(page, "13-saved-trusted-no-kernel")
+
+
+def test_a_model_opens_group_by_group_in_jupyterlab(lab, page) -> None:  # type: ignore[no-untyped-def]
+    """The zoo's GPT-block gradient: the first view is its top-level groups; a click opens
+    one (the kernel redraws), a click on its frame closes it; the loading state clears."""
+    tests = Path(__file__).resolve().parents[1]
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell(
+        f"import sys\nsys.path.insert(0, {str(tests)!r})\nfrom zoo import zoo\n"
+        "import explorer as gx\nfn, args = zoo()['gpt_grad']\ngx.explore(fn, *args).widget()")]
+    nbformat.write(nb, Path(lab.root) / "gpt.ipynb")
+    page.goto(lab.notebook_url("gpt.ipynb"))
+    page.locator(".jp-CodeCell .cm-content").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.locator(".jp-CodeCell .cm-content").first.click()
+    page.keyboard.press("Shift+Enter")
+    root = page.locator(".gx-root").first
+    root.wait_for(timeout=180_000)
+    root.scroll_into_view_if_needed()
+    after = root.locator(".gx-pane-after .gx-canvas > svg")
+    groups = after.locator("g.gx_group")
+    assert 3 <= after.locator("g.node").count() <= 60 and groups.count() >= 3
+    shot(page, "14-gpt-first-view")
+    closed = after.locator("g.node").count()
+    mlp = after.locator("g.gx_group", has_text="mlp ·").first
+    mlp.click()
+    page.wait_for_function(
+        "() => document.querySelector('.gx-pane-after .gx-canvas > svg g.cluster.gx_open')",
+        timeout=30_000)
+    assert after.locator("g.node").count() > closed
+    assert "gx-busy" not in (root.locator(".gx-board").get_attribute("class") or "")
+    shot(page, "15-gpt-group-opened")
+    after.locator("g.cluster.gx_open text").first.click()  # its frame's label closes it
+    page.wait_for_function(
+        "() => !document.querySelector('.gx-pane-after .gx-canvas > svg g.cluster.gx_open')",
+        timeout=30_000)
+    assert after.locator("g.node").count() == closed
+    root.locator(".gx-chip").last.click()  # the last stage, fused: kernels have their colour
+    page.wait_for_function(
+        "() => !document.querySelector('.gx-root.gx-stale')"
+        " && document.querySelector('.gx-root .gx-chip.gx-current')?.dataset.index === '8'",
+        timeout=30_000)
+    shot(page, "16-gpt-fused")
+    assert not [e for e in page.errors if "gx" in e or "gambit" in e], page.errors

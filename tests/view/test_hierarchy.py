@@ -158,3 +158,15 @@ def test_the_widget_builds_the_next_stages_view_off_the_main_path(gpt):
     w.index = 1  # found ready
     assert len(w._views) >= before and w.stage == 1
     assert not TraceWidget(gpt, prefetch=False)._prefetch(0)
+
+
+def test_opening_a_group_shows_its_children_closed_and_moves_nothing_else(gpt):
+    g = gpt.stages[0].graph
+    first = render(g)
+    key = next(k for k, w in first.words.items() if w.startswith("mlp "))
+    opened = render(g, opened={key: True})
+    children = hierarchy(g).children
+    mlp = next(c for c in children if getattr(c, "key", "") == key)
+    # the other top-level boxes are as they were; mlp's children are each one box
+    assert boxes(opened.svg) == boxes(first.svg) - 1 + len(mlp.children)
+    assert not [c for c in classes(opened.svg) if "cluster" in c and f"gx_{key}" not in c]
