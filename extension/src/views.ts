@@ -7,9 +7,22 @@ import type { CostView, DiffRow, KernelRow, RewriteRow, RunRow, RunState } from 
 
 const MARK: Record<string, string> = { equal: "", delete: "−", insert: "+", replace: "~", skip: "" };
 
+/** Rows drawn at first: a long diff shows the rest on request (big graphs switch fast). */
+export const FIRST_ROWS = 400;
+
 /** The IR diff side by side; `single` shows one column (the traced stage has no "before"). */
-export function diffTable(rows: DiffRow[], single = false): HTMLElement {
+export function diffTable(rows: DiffRow[], single = false, limit = FIRST_ROWS): HTMLElement {
   if (!rows.length) return h("p", { class: "gx-empty" }, "no IR");
+  if (rows.length > limit) {
+    const box = h("div", {}, diffTable(rows.slice(0, limit), single, limit));
+    const more = h(
+      "button",
+      { class: "gx-more", on: { click: () => box.replaceChildren(diffTable(rows, single, Infinity)) } },
+      `show all ${rows.length} rows`,
+    );
+    box.appendChild(h("p", { class: "gx-hint" }, `${rows.length - limit} more rows `, more));
+    return box;
+  }
   if (single) {
     const lines = rows.map(([, , , bn, b]) => h("tr", {}, h("td", { class: "gx-num" }, bn ?? ""), h("td", { class: "gx-code" }, b)));
     const cols = h("colgroup", {}, h("col", { class: "gx-col-num" }), h("col", { class: "gx-col-code" }));

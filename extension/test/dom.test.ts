@@ -4,6 +4,7 @@ import { expect } from "./expect";
 import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
+import { diffTable } from "../src/views";
 import { fixture } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -279,5 +280,15 @@ describe("groups and regions", () => {
     expect(toggleTarget(svg.querySelector("text"))).toEqual({ key: "g0123456789", open: false });
     expect(toggleTarget(svg.querySelector("path"))).toEqual({ key: "n7", open: true });
     expect(toggleTarget(svg.querySelectorAll("text")[1])).toBeNull();
+  });
+});
+
+describe("a long IR diff", () => {
+  it("draws its first rows and the rest on request", () => {
+    const rows = Array.from({ length: 1000 }, (_, k) => ["insert", null, "", k + 1, `%${k} = add`] as any);
+    const el = diffTable(rows, false, 400);
+    expect(el.querySelectorAll("tr").length).toBe(400);
+    (el.querySelector(".gx-more") as HTMLButtonElement).click();
+    expect(el.querySelectorAll("tr").length).toBe(1000);
   });
 });
