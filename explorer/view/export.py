@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import html
+import itertools
 import json
 import os
 import re
-import uuid
 from typing import Any
 
 from ..trace import Trace
@@ -29,6 +30,7 @@ from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, IDLE, RunState
 
+_MOUNTS = itertools.count()
 _CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "img-src data:")
 _PAGE_STYLE = ("body{margin:16px;background:#fff;font-family:system-ui,-apple-system,"
@@ -107,10 +109,13 @@ def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLo
 def _mount(data: dict[str, Any]) -> str:
     """The packed data and one module script: the bundle, then mounting on that data (one
     script, so that the bundle has run when the mount does)."""
-    uid = uuid.uuid4().hex
+    packed = pack(data)
+    # an id that is the same when a notebook is run again (saved outputs compare equal), and
+    # differs between two outputs of the same trace on one page
+    uid = hashlib.sha1(f"{next(_MOUNTS)}:{packed}".encode()).hexdigest()[:16]
     boot = (f'\nglobalThis.gambitExplorer.mountPacked("{uid}");')
     return (f'<script type="application/octet-stream" class="gx-data" data-gx="{uid}">'
-            f"{pack(data)}</script>\n"
+            f"{packed}</script>\n"
             f'<script type="module">{_inline(_static("widget.js"), "script")}{boot}</script>')
 
 
