@@ -1,78 +1,164 @@
-"""The widget at model scale (issue 14), measured from Python in one run: for a program, how
-long the widget takes to build its first view, how long a stage switch takes when the stage
-was computed ahead and when it was not, how many boxes the first view draws, and how large
-`to_html` is and how long it takes.
+"""The widget at model scale (issue 14): first view, stage switch and `to_html` size, on the
+zoo's GPT-block gradient, the 12-layer model's gradient (1,443 ops) and an ~8,000-node graph.
 
-    python -m bench.widget_scale            # the GPT-block gradient of tests/zoo.py, and the
-                                            # 12-layer model's gradient (bench/models.py)
+Each figure is measured in this run: the kernel side (building a stage's view: layout and
+SVG, what the widget does before it can show a stage) with time.perf_counter, and the browser
+side in Debian's Chromium driven by Playwright on the exported page (the same front end the
+widget runs), from navigation to the first graph drawn and from a click on a stage chip to
+its graphs drawn. Also the boxes on the first view and the smallest label's height on screen.
 
-The figures are Python-side (the payload ready to send); the browser's drawing comes on top.
-`uptime`'s load average is printed: the machine may be shared.
+    python -m bench.widget_scale            print the figures
+    python -m bench.widget_scale --write    also replace this section of bench/RESULTS.md
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import explorer as gx
-from bench.models import mlp_attention_grad
-import importlib
+from explorer.examples import mlp_attention, mlp_attention_grad
+from explorer.ir.builder import GraphBuilder
+from explorer.ir.graph import TensorType
+from explorer.view.payload import stage_view
+from explorer.view.render import render
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-render = importlib.import_module("explorer.view.render")  # the module (the package exports a function of that name)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+
+GOALS = {"first view": 1.0, "stage switch": 0.3, "to_html MB": 2.0, "first view 8k": 2.0}
 
 
-def _programs() -> dict[str, tuple[Any, tuple[Any, ...]]]:
-    from tests.zoo import zoo
+def _timed(fn, *args, **kw):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - start
+
+
+def programs() -> dict[str, gx.Trace]:
+    from zoo import zoo
 
     fn, args = zoo()["gpt_grad"]
-    model = mlp_attention_grad()
-    return {"GPT block gradient (tests/zoo.py)": (fn, args),
-            "12-layer model gradient (bench/models.py)": model}
+    out = {"zoo GPT-block gradient": gx.explore(fn, *args)}
+    fn, args = mlp_attention_grad(12)
+    out["12-layer model gradient"] = gx.explore(fn, *args)
+    fn, args = mlp_attention(layers=160)  # ~7,800 traced ops; the traced stage only
+    out["~8,000-node program"] = gx.explore(fn, *args, pipeline=[])
+    return out
 
 
-def measure(name: str, fn: Any, args: tuple[Any, ...]) -> None:
-    tr = gx.explore(fn, *args)
-    n = len(tr.stages[0].graph)
-    render._DRAWN.clear()
-    t0 = time.perf_counter()
-    w = tr.widget()
-    first = time.perf_counter() - t0
-    boxes = w.after_svg.count('class="node')
-    for f in list(w._ahead.values()):  # the next stage, computed ahead meanwhile
-        f.result()
-    t0 = time.perf_counter()
-    w.index = 1
-    ahead = time.perf_counter() - t0
-    far = len(tr.stages) - 1
-    t0 = time.perf_counter()
-    w.index = far  # not computed ahead
-    cold = time.perf_counter() - t0
-    for f in list(w._ahead.values()):
-        f.result()
-    with tempfile.TemporaryDirectory() as d:
-        render._DRAWN.clear()
+def chain_graph(n: int):  # type: ignore[no-untyped-def]
+    """n elementwise ops without source lines: a flat picture of n boxes."""
+    b = GraphBuilder("flat")
+    t = TensorType((8,), "f32")
+    vals = [b.param(t, "x"), b.param(t, "y")]
+    for k in range(n):
+        vals.append(b.add("add" if k % 2 else "mul", [vals[-1], vals[-2]], source=None))
+    return b.build([vals[-1]])
+
+
+def browser_figures(page, path: Path, stages: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    page.goto(path.as_uri())
+    page.wait_for_function("() => document.querySelector('.gx-pane-after .gx-canvas > svg')",
+                           timeout=60_000)
+    first = time.perf_counter() - start
+    info = page.evaluate("""() => {
+        const svg = document.querySelector('.gx-pane-after .gx-canvas > svg');
+        const nodes = svg.querySelectorAll('g.node').length;
+        const texts = [...svg.querySelectorAll('g.node text')].map(t => t.getBoundingClientRect().height)
+            .filter(h => h > 0);
+        return {nodes, minText: texts.length ? Math.min(...texts) : 0};
+    }""")
+    switches = []
+    for k in range(1, stages):
         t0 = time.perf_counter()
-        path = tr.to_html(Path(d) / "t.html")
-        html_s = time.perf_counter() - t0
-        size = os.path.getsize(path)
-    print(f"{name}: {n} nodes traced, {len(tr.stages)} stages")
-    print(f"  first view {first:.2f} s ({boxes} boxes); switch to a stage computed ahead "
-          f"{ahead * 1e3:.0f} ms, to one not computed ahead {cold:.2f} s")
-    print(f"  to_html {size / 1e6:.2f} MB in {html_s:.1f} s")
+        page.evaluate(f"() => document.querySelectorAll('.gx-chip')[{k}].click()")
+        page.wait_for_function(
+            f"() => document.querySelector('.gx-chip.gx-current')?.dataset.index === '{k}'"
+            " && document.querySelector('.gx-pane-after .gx-canvas > svg')")
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(0)))")
+        switches.append(time.perf_counter() - t0)
+    return {"first": first, "boxes": info["nodes"], "min_text_px": info["minText"],
+            "switch": max(switches) if switches else 0.0}
 
 
-def main() -> None:
-    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    for name, (fn, args) in _programs().items():
-        measure(name, fn, args)
-    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+def main() -> list[str]:
+    from browserkit import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    _, flat = _timed(render, chain_graph(1000), max_nodes=2000)
+    rows.append(("1,000 boxes drawn flat (render, no grouping)", f"{flat:.2f} s", "", ""))
+    traces = programs()
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for name, trace in traces.items():
+            nodes = max(len(s.graph) for s in trace.stages)
+            _, kernel_first = _timed(stage_view, trace, 0)
+            worst = max(range(1, len(trace.stages)), key=lambda k: len(trace.stages[k].graph),
+                        default=0)
+            kernel_switch = _timed(stage_view, trace, worst)[1] if worst else 0.0
+            path = Path(tmp) / "page.html"
+            _, export_s = _timed(trace.to_html, path)
+            size = os.path.getsize(path) / 1e6
+            b = browser_figures(page, path, len(trace.stages))
+            big = name.startswith("~8,000")
+            goal_first = GOALS["first view 8k" if big else "first view"]
+            label = f"{name} ({nodes} nodes, {len(trace.stages)} stages)"
+            rows += [
+                (f"{label}: first view, kernel (layout + SVG of stage 0)", f"{kernel_first:.2f} s",
+                 f"< {goal_first} s (with the browser's)",
+                 "yes" if kernel_first + b["first"] < goal_first else "**no**"),
+                (f"{label}: first view, browser (page load to graph drawn)", f"{b['first']:.2f} s",
+                 "", ""),
+                (f"{label}: boxes on the first view; smallest label on screen",
+                 f"{b['boxes']}; {b['min_text_px']:.1f} px", "<= ~60; readable (>= 8 px)",
+                 "yes" if b["boxes"] <= 60 and b["min_text_px"] >= 8 else "**no**"),
+            ]
+            if worst:
+                rows += [
+                    (f"{label}: stage switch, kernel (largest stage's view, uncached)",
+                     f"{kernel_switch:.2f} s", f"< {GOALS['stage switch']} s (cached after)",
+                     "yes" if kernel_switch < GOALS["stage switch"] else "**no**"),
+                    (f"{label}: stage switch, browser (click to graphs drawn, worst)",
+                     f"{b['switch']:.2f} s", f"< {GOALS['stage switch']} s",
+                     "yes" if b["switch"] < GOALS["stage switch"] else "**no**"),
+                ]
+            rows.append((f"{label}: to_html size; time", f"{size:.2f} MB; {export_s:.1f} s",
+                         f"<= {GOALS['to_html MB']} MB",
+                         "yes" if size <= GOALS["to_html MB"] else "**no**"))
+        browser.close()
+    load = os.getloadavg()
+    head = (f"`python -m bench.widget_scale`, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores,"
+            f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; Chromium headless,"
+            " 1400x1000 viewport.")
+    lines = [head, "", "| figure | measured | goal | met |", "|---|---:|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return lines
+
+
+def write(lines: list[str]) -> None:
+    path = ROOT / "bench" / "RESULTS.md"
+    text = path.read_text(encoding="utf-8")
+    block = "\n".join(["<!-- widget_scale:start -->", "## widget at model scale (issue 14)", "",
+                       *lines, "<!-- widget_scale:end -->"])
+    if "<!-- widget_scale:start -->" in text:
+        text = re.sub(r"<!-- widget_scale:start -->.*?<!-- widget_scale:end -->", lambda _: block,
+                      text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
-    main()
+    out = main()
+    print("\n".join(out))
+    if "--write" in sys.argv:
+        write(out)

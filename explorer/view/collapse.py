@@ -1,123 +1,300 @@
-"""Keep big graphs readable: collapse region bodies, then repeated lines, then blocks.
+"""Keep graphs readable at model scale: group nodes by the user's own structure and open only
+as many groups as fit a screen.
 
-Graphviz lays out about a thousand boxes in a second; beyond that a picture is neither fast
-nor readable. So past `max_nodes`, region bodies (kernels) are drawn as one box each; if that
-is not enough, the nodes traced from one source line become one box (an unrolled Python loop
-is one line run many times, so this folds repeated structure), and as a last resort runs of
-consecutive nodes are boxed together.
+A node's place in the hierarchy is its named scope (`Source.scope`: jitted helpers, equinox /
+flax modules, `jax.named_scope`; nested scopes are nested groups), then the source function,
+then the source line (an unrolled Python loop is one line run many times). A group with more
+children than fit is split into runs of consecutive nodes. Region ops (scan, while,
+conditional, kernels, split loops) can be opened to show their bodies.
+
+The first view opens groups and regions breadth first while the picture stays within
+`budget` boxes (about a screenful); the user's own choices (`opened`: key -> open or not)
+override that, and `reveal` opens whatever holds the given nodes (search hits). Keys are
+stable across stages (a group's key is a hash of its path), so a choice holds while stepping.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
+from ..ir.control_ops import bodies
 from ..ir.graph import Graph, Node
 
+BUDGET = 60  # boxes on the first view
+_MANY_PARAMS = 8  # more parameters than this are grouped as "inputs"
 
-@dataclass(frozen=True)
-class Item:
-    """One box of the picture: a node, or several nodes drawn as one (a group)."""
 
-    key: str
-    nodes: tuple[Node, ...]
+@dataclass
+class Group:
+    """A group of the hierarchy: its path of names, and its children in graph order."""
+
+    path: tuple[str, ...]
+    children: list[Group | Node] = field(default_factory=list)
+    split: bool = False  # its children were cut into runs: opened only when asked
 
     @property
-    def is_group(self) -> bool:
-        return len(self.nodes) > 1
+    def key(self) -> str:
+        return "g" + hashlib.sha1("\x1f".join(self.path).encode()).hexdigest()[:10]
+
+    @property
+    def name(self) -> str:
+        return "/".join(self.path)
+
+    def nodes(self) -> list[Node]:
+        out: list[Node] = []
+        for c in self.children:
+            out += c.nodes() if isinstance(c, Group) else [c]
+        return out
 
     def summary(self) -> str:
-        counts = Counter(n.op for n in self.nodes).most_common()
+        counts = Counter(n.op for n in self.nodes()).most_common()
         shown = ", ".join(f"{op}×{k}" for op, k in counts[:3])
         return shown + (", …" if len(counts) > 3 else "")
 
 
-@dataclass(frozen=True)
-class Layout:
-    items: tuple[Item, ...]
-    item_of: dict[int, str]  # node id -> key of the item drawing it
-    expand_regions: bool
-    note: str  # what was collapsed, for the reader; "" when nothing was
+def body_prefix(region_key: str, attr: str, index: int | None) -> str:
+    """The key prefix of a body's nodes: 'n7_' for region %7's `body`, 'n7_cond_' for its
+    `cond`, 'n7_branches1_' for its second branch."""
+    if attr == "body" and index is None:
+        return f"{region_key}_"
+    return f"{region_key}_{attr}{'' if index is None else index}_"
+
+
+def region_prefix(path: str) -> str:
+    """A Rewrite.region path ('%7.body', '%7.branches[1]', '%7.body/%3.cond') as a key prefix."""
+    prefix = ""
+    for part in path.split("/"):
+        node, _, where = part.partition(".")
+        attr, _, index = where.partition("[")
+        prefix = body_prefix(f"{prefix}n{node.lstrip('%')}", attr,
+                             int(index.rstrip("]")) if index else None)
+    return prefix
 
 
 def count_nodes(graph: Graph) -> int:
     """Nodes including those inside region bodies, at any depth."""
-    total = 0
-    for n in graph.nodes:
-        total += 1
-        body = n.attrs.get("body") if n.attrs else None
-        if isinstance(body, Graph):
-            total += count_nodes(body)
-    return total
+    return sum(1 + sum(count_nodes(b) for _, b in bodies(n)) for n in graph.nodes)
 
 
-def _singles(nodes: tuple[Node, ...]) -> list[Item]:
-    return [Item(f"n{n.id}", (n,)) for n in nodes]
+def _path(n: Node, graph: Graph, many_params: bool) -> tuple[str, ...]:
+    if n.op == "parameter":
+        return ("inputs",) if many_params else ()
+    s = n.source
+    if s is None:
+        return ()
+    scope = tuple(p for p in s.scope.split("/") if p)
+    where = f"{s.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{s.line}"  # zoo.py:31, In[3]:4
+    return scope + ((s.function,) if s.function else ()) + (where,)
 
 
-def _keep_alone(n: Node, graph: Graph) -> bool:
-    return n.op == "parameter" or n.id in graph.outputs
+def _simplify(g: Group, budget: int) -> Group | Node:
+    """Merge chains of single children, drop one-node groups, split groups too wide to show."""
+    g.children = [_simplify(c, budget) if isinstance(c, Group) else c for c in g.children]
+    while len(g.children) == 1 and isinstance(g.children[0], Group) and g.path:
+        only = g.children[0]
+        g.path, g.children = only.path, only.children
+    if len(g.children) == 1 and g.path:
+        return g.children[0]
+    if len(g.children) > budget:
+        g.children, g.split = _runs(g, budget), True
+    return g
 
 
-def _by_source_line(graph: Graph) -> list[Item]:
-    groups: dict[tuple[str, int], list[Node]] = {}
-    for n in graph.nodes:
-        if n.source is not None and not _keep_alone(n, graph):
-            groups.setdefault((n.source.file, n.source.line), []).append(n)
-    items: list[Item] = []
-    done: set[int] = set()
-    for n in graph.nodes:
-        if n.id in done:
-            continue
-        group = groups.get((n.source.file, n.source.line)) if n.source else None
-        if group is None or len(group) == 1 or _keep_alone(n, graph):
-            items.append(Item(f"n{n.id}", (n,)))
-            done.add(n.id)
-        else:
-            items.append(Item(f"g{group[0].id}", tuple(group)))
-            done.update(m.id for m in group)
-    return items
-
-
-def _by_blocks(items: list[Item], graph: Graph, max_items: int) -> list[Item]:
-    """Merge consecutive single nodes into blocks until the count fits."""
-    size = max(2, math.ceil(len(items) / max(1, max_items // 2)))
-    out: list[Item] = []
+def _runs(g: Group, budget: int) -> list[Group | Node]:
+    """Consecutive single nodes boxed together until the children fit."""
+    size = max(2, math.ceil(len(g.children) / max(1, budget // 2)))
+    out: list[Group | Node] = []
     run: list[Node] = []
 
     def flush() -> None:
         if len(run) == 1:
-            out.append(Item(f"n{run[0].id}", (run[0],)))
+            out.append(run[0])
         elif run:
-            out.append(Item(f"g{run[0].id}", tuple(run)))
+            out.append(_simplify(Group(g.path + (f"%{run[0].id}…%{run[-1].id}",), list(run)),
+                                 budget))
         run.clear()
 
-    for item in items:
-        if item.is_group or _keep_alone(item.nodes[0], graph):
+    for c in g.children:
+        if isinstance(c, Group):
             flush()
-            out.append(item)
+            out.append(c)
             continue
-        run.append(item.nodes[0])
+        run.append(c)
         if len(run) >= size:
             flush()
     flush()
+    return out if len(out) < len(g.children) else g.children
+
+
+def hierarchy(graph: Graph, budget: int = BUDGET) -> Group:
+    """The graph's nodes as a tree of groups (the root has the empty path)."""
+    many = len(graph.params) > _MANY_PARAMS
+    root = Group(())
+    index: dict[tuple[str, ...], Group] = {(): root}
+    for n in graph.nodes:
+        path = _path(n, graph, many)
+        for depth in range(1, len(path) + 1):
+            if path[:depth] not in index:
+                index[path[:depth]] = Group(path[:depth])
+                index[path[: depth - 1]].children.append(index[path[:depth]])
+        index[path].children.append(n)
+    out = _simplify(root, budget)
+    return out if isinstance(out, Group) else Group((), [out])
+
+
+@dataclass(frozen=True)
+class Box:
+    """A node drawn as a box; an open region's bodies are drawn around it."""
+
+    key: str
+    node: Node
+    open_bodies: tuple[tuple[str, str, Graph, tuple[Entry, ...]], ...] = ()  # (prefix, name, body, entries)
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A closed group: one box standing for its nodes."""
+
+    key: str
+    group: Group
+    nodes: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """An open group: its entries drawn inside a frame named after it."""
+
+    key: str
+    group: Group
+    entries: tuple[Entry, ...]
+
+
+Entry = Box | Folded | Cluster
+
+
+@dataclass(frozen=True)
+class Layout:
+    entries: tuple[Entry, ...]
+    item_of: dict[int, str]  # top-level node id -> key of the box drawing it
+    grouped: bool  # drawn with its hierarchy (else every node is its own box)
+    boxes: int  # boxes drawn
+    note: str
+
+
+def _region_key_nodes(key: str, n: Node) -> list[tuple[str, str, Graph]]:
+    return [(body_prefix(key, attr, idx), attr if idx is None else f"{attr}[{idx}]", b)
+            for (attr, idx), b in bodies(n)]
+
+
+class _Planner:
+    """The first view opens a whole level of the hierarchy at a time (breadth first), as far
+    as the budget goes, so that it is uniform: every top-level group, or every group one
+    level down, and so on. The user's choices then apply on top of that, without moving
+    anything else: opening a group shows its children closed, closing one leaves the rest."""
+
+    def __init__(self, opened: Mapping[str, bool], reveal: set[str], budget: int) -> None:
+        self.opened, self.reveal, self.budget = opened, reveal, budget
+        self.boxes = 0
+        self.open: set[str] = set()
+
+    @staticmethod
+    def children(c: Group | Node, key: str) -> list[tuple[Group | Node, str]]:
+        if isinstance(c, Group):
+            prefix = key[: len(key) - len(c.key)]
+            return [(x, prefix + (x.key if isinstance(x, Group) else f"n{x.id}"))
+                    for x in c.children]
+        return [(m, f"{p}n{m.id}") for p, _, b in _region_key_nodes(key, c) for m in b.nodes]
+
+    def first_view(self, top: list[tuple[Group | Node, str]]) -> set[str]:
+        """What the first view opens: whole levels while the boxes stay within the budget."""
+        boxes, level, out = len(top), top, set()
+        while level:
+            wanted = [(c, key, kids) for c, key in level
+                      if not (isinstance(c, Group) and c.split)
+                      and (kids := self.children(c, key))]
+            # an open group is replaced by its children; an open region keeps its own box
+            extra = sum(len(kids) - isinstance(c, Group) for c, _, kids in wanted)
+            if not wanted or boxes + extra > self.budget:
+                break
+            boxes += extra
+            out.update(key for _, key, _ in wanted)
+            level = [kid for _, _, kids in wanted for kid in kids]
+        return out
+
+    def build(self, level: list[tuple[Group | Node, str]]) -> tuple[Entry, ...]:
+        out: list[Entry] = []
+        for c, key in level:
+            if isinstance(c, Group):
+                if key in self.open:
+                    out.append(Cluster(key, c, self.build(self.children(c, key))))
+                else:
+                    self.boxes += 1
+                    out.append(Folded(key, c, tuple(c.nodes())))
+                continue
+            self.boxes += 1
+            if key in self.open and bodies(c):
+                out.append(Box(key, c, tuple(
+                    (p, name, b, self.build([(m, f"{p}n{m.id}") for m in b.nodes]))
+                    for p, name, b in _region_key_nodes(key, c))))
+            else:
+                out.append(Box(key, c))
+        return tuple(out)
+
+    def plan(self, top: list[Group | Node]) -> tuple[Entry, ...]:
+        level = [(c, c.key if isinstance(c, Group) else f"n{c.id}") for c in top]
+        self.open = ((self.first_view(level) | self.reveal
+                      | {k for k, v in self.opened.items() if v})
+                     - {k for k, v in self.opened.items() if not v})
+        return self.build(level)
+
+
+def _ancestors(root: Group, ids: set[int]) -> set[str]:
+    """Keys of the groups holding any of the (top-level) nodes `ids`."""
+    out: set[str] = set()
+
+    def walk(g: Group, chain: list[str]) -> None:
+        for c in g.children:
+            if isinstance(c, Group):
+                walk(c, chain + [c.key])
+            elif c.id in ids:
+                out.update(chain)
+
+    walk(root, [])
     return out
 
 
-def plan_layout(graph: Graph, max_nodes: int) -> Layout:
-    if count_nodes(graph) <= max_nodes:
-        return _layout(_singles(graph.nodes), True, "")
-    if len(graph) <= max_nodes:
-        return _layout(_singles(graph.nodes), False, "regions collapsed")
-    items = _by_source_line(graph)
-    note = "regions and repeated source lines collapsed"
-    if len(items) > max_nodes:
-        items = _by_blocks(items, graph, max_nodes)
-        note = "regions, repeated source lines and runs of nodes collapsed"
-    return _layout(items, False, note)
+def plan_layout(graph: Graph, budget: int = BUDGET, opened: Mapping[str, bool] | None = None,
+                reveal: Iterable[int] = ()) -> Layout:
+    """What to draw: every node when the whole graph fits the budget, else its hierarchy with
+    as many groups open as fit, the user's choices (`opened`) and `reveal`'s nodes applied."""
+    opened = dict(opened or {})
+    total = count_nodes(graph)
+    grouped = len(graph) > budget
+    root = hierarchy(graph, budget) if grouped else Group((), list(graph.nodes))
+    shown = set(reveal)
+    planner = _Planner(opened, _ancestors(root, shown) | {f"n{i}" for i in shown}, budget)
+    entries = planner.plan(root.children)
+    item_of: dict[int, str] = {}
 
+    def index(es: Iterable[Entry]) -> None:
+        for e in es:
+            if isinstance(e, Box):
+                item_of[e.node.id] = e.key
+            elif isinstance(e, Folded):
+                item_of.update({n.id: e.key for n in e.nodes})
+            else:
+                index(e.entries)
 
-def _layout(items: list[Item], expand: bool, note: str) -> Layout:
-    item_of = {n.id: it.key for it in items for n in it.nodes}
-    return Layout(tuple(items), item_of, expand, note)
+    index(entries)
+    if grouped:
+        note = (f"{total} ops in {planner.boxes} boxes, grouped by scope, function and line:"
+                " click a group to open it")
+    elif planner.boxes < total:
+        note = f"{total} ops in {planner.boxes} boxes: click a region to open its body"
+    else:
+        note = ""
+    return Layout(entries, item_of, grouped, planner.boxes, note)

@@ -70,7 +70,7 @@ def _code(text: str, tag: str, side: str) -> str:
 def ir_diff(before: Graph | str, after: Graph | str, context: int = 3) -> IRDiff:
     """Side-by-side rows; unchanged runs longer than 2*context+1 lines are folded."""
     a = str(before).splitlines()
-    b = str(after).splitlines()
+    b = a if after is before else str(after).splitlines()  # the traced stage: printed once
     rows: list[Row] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag == "equal":

@@ -7,7 +7,7 @@ stage and cached by the caller.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 
 from ..analysis.cost import Cost
 from ..ir.graph import Graph
@@ -15,7 +15,7 @@ from ..passes.base import Rewrite
 from ..trace import Stage, Trace
 from .diff import ir_diff
 from .graphdiff import graph_diff
-from .render import DEFAULT_MAX_NODES, Rendered, render
+from .render import DEFAULT_MAX_NODES, Rendered, render, search_reveal
 from .schema import CostNumbers, CostView, DiffCounts, RewriteRow, StageSummary, StageView, fields
 
 # The per-stage keys: a model reads them from the current stage's view.
@@ -56,77 +56,66 @@ def _line_text(stages: tuple[Stage, ...], rw: Rewrite) -> str:
 _REGION_PART = re.compile(r"%(\d+)\.(\w+)(?:\[(\d+)\])?$")
 
 
-def _region_parts(region: str) -> list[tuple[int, str, int | None]] | None:
-    """A Rewrite.region path ("%7.body/%3.branches[1]") as (node id, attribute, index)."""
-    parts = []
+def _graph_at(graph: Graph, region: str) -> Graph | None:
+    """The body a Rewrite.region path ("%7.body/%3.branches[1]") names inside `graph` (the
+    graph itself for "")."""
     for part in region.split("/") if region else ():
         m = _REGION_PART.match(part)
         if m is None:
             return None
-        parts.append((int(m.group(1)), m.group(2), None if m.group(3) is None else int(m.group(3))))
-    return parts
-
-
-def _graph_at(graph: Graph, region: str) -> Graph | None:
-    """The body `region` names inside `graph` (the graph itself for "")."""
-    for nid, attr, index in _region_parts(region) or ():
+        nid, attr, index = int(m.group(1)), m.group(2), m.group(3)
         body = graph[nid].attrs.get(attr) if nid in graph else None
-        body = body[index] if index is not None and isinstance(body, tuple) else body
+        body = body[int(index)] if index is not None and isinstance(body, tuple) else body
         if not isinstance(body, Graph):
             return None
         graph = body
-    return graph if _region_parts(region) is not None else None
-
-
-def _keys(r: Rendered | None, region: str, ids: Sequence[int]) -> list[str]:
-    """The drawn elements of node ids in `region` (a Rewrite.region path): the body's own
-    boxes when the picture shows bodies (render.py's keys: n7_2, n7_cond_1, n9_branches1_4),
-    else the box of the region that holds them."""
-    if r is None:
-        return []
-    if not region:
-        return r.elements(ids)
-    parts = _region_parts(region)
-    if not parts:
-        return []
-    prefix = "".join(f"n{nid}_" if attr == "body" and index is None else
-                     f"n{nid}_{attr}{'' if index is None else index}_"
-                     for nid, attr, index in parts)
-    top = parts[0][0]
-    inside = sorted({f"{prefix}n{i}" for i in ids} & set(r.words))
-    return inside or r.elements([top])
+    return graph
 
 
 def rewrite_rows(before: Stage | None, after: Stage, rb: Rendered | None,
                  ra: Rendered) -> list[RewriteRow]:
     stages = (before or after, after)
     return [RewriteRow(rule=rw.rule, before=list(rw.before), after=list(rw.after),
-                       region=rw.region, source=rw.source or "",
-                       line_text=_line_text(stages, rw),
-                       before_keys=_keys(rb, rw.region, rw.before),
-                       after_keys=_keys(ra, rw.region, rw.after))
+                       source=rw.source or "", line_text=_line_text(stages, rw),
+                       region=rw.region,
+                       before_keys=rb.elements(rw.before, rw.region) if rb else [],
+                       after_keys=ra.elements(rw.after, rw.region))
             for rw in after.report.rewrites]
 
 
-def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES) -> StageView:
-    """Everything the front end needs to show stage `index` against the stage before it."""
+def reveal_for(trace: Trace, index: int, query: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The nodes a search opens its way to in stage `index`'s before and after graphs."""
+    if not query.strip():
+        return frozenset(), frozenset()
+    before = search_reveal(trace.stages[index - 1].graph, query) if index > 0 else set()
+    return frozenset(before), frozenset(search_reveal(trace.stages[index].graph, query))
+
+
+def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
+               opened: Mapping[str, bool] | None = None,
+               reveal: tuple[Iterable[int], Iterable[int]] = ((), ())) -> StageView:
+    """Everything the front end needs to show stage `index` against the stage before it;
+    `opened` and `reveal` (before, after) choose which groups are open (render.py)."""
     after = trace.stages[index]
     before = trace.stages[index - 1] if index > 0 else None
+    # two panes side by side: each gets half the boxes, so both stay readable
+    opts = {"max_nodes": max_nodes if before is None else max(1, max_nodes // 2),
+            "opened": opened}
     if before is None:
-        ra, rb = render(after.graph, max_nodes=max_nodes), None
+        ra, rb = render(after.graph, reveal=reveal[1], **opts), None
         counts = DiffCounts(added=0, removed=0, changed=0)
     else:
-        ra = render(after.graph, other=before.graph, side="after", max_nodes=max_nodes)
-        rb = render(before.graph, other=after.graph, side="before", max_nodes=max_nodes)
+        ra = render(after.graph, other=before.graph, side="after", reveal=reveal[1], **opts)
+        rb = render(before.graph, other=after.graph, side="before", reveal=reveal[0], **opts)
         counts = DiffCounts(**graph_diff(before.graph, after.graph).counts())
     # the traced stage has nothing to diff against: show all of its IR
     text = ir_diff(before.graph, after.graph) if before else \
         ir_diff(after.graph, after.graph, context=len(after.graph) + 10**6)
-    notes = sorted({r.note for r in (ra, rb) if r is not None and r.note})
+    notes = [ra.note or (rb.note if rb else "")]  # the panes are grouped alike: say it once
     return StageView(
-        view_index=index, before_svg=rb.svg if rb else "", after_svg=ra.svg,
+        stage=index, before_svg=rb.svg if rb else "", after_svg=ra.svg,
         before_words=rb.words if rb else {}, after_words=ra.words,
-        diff_counts=counts, note="; ".join(notes),
+        diff_counts=counts, note=notes[0],
         ir_diff=[list(r) for r in text.rows],  # JSON arrays
         rewrites=rewrite_rows(before, after, rb, ra),
         cost=cost_view(trace, index),

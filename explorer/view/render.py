@@ -1,38 +1,38 @@
 """Graph -> DOT (the `graphviz` package) -> SVG, with diff colours, clusters and highlights.
 
 Every box carries CSS classes the widget uses without knowing the graph: `gx_<key>` names the
-element (key `n5` is node %5, `n7_2` is node %2 in the body of region %7, `g5` a collapsed
-group), `gx_added`/`gx_removed`/`gx_changed` its diff status and `gx_hit` a highlight.
+element (key `n5` is node %5, `n7_n2` node %2 in the body of region %7, `n7_cond_n2` in its
+`cond`, `g<hash>` a group of the hierarchy), `gx_added`/`gx_removed`/`gx_changed` its diff
+status, `gx_hit` a highlight and `gx_toggle` (with `gx_open` when open) a group or region the
+user can open or close by clicking.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import graphviz
 
+from ..analysis.cost import node_bytes, node_flops
 from ..ir.control_ops import bodies
 from ..ir.graph import Graph, Node, TensorType
 from ..units import format_bytes
-from .collapse import Item, Layout, plan_layout
+from .collapse import BUDGET, Box, Cluster, Entry, Folded, Layout, body_prefix, plan_layout, region_prefix
 from .graphdiff import ADDED, CHANGED, REMOVED, GraphDiff, graph_diff
-from .search import match_nodes, matches, node_words
+from .search import matches, node_words
 
-DEFAULT_MAX_NODES = 1200
+DEFAULT_MAX_NODES = BUDGET  # boxes on a graph's first view
 
 # status -> (fill, border); also the legend's colours.
 COLOURS = {ADDED: ("#c8e6c9", "#2e7d32"), REMOVED: ("#ffcdd2", "#c62828"),
            CHANGED: ("#ffe0b2", "#ef6c00")}
+REGION_COLOUR = ("#e0f2f1", "#00897b")  # kernels, loops and control flow: never a diff colour
+OPAQUE_COLOUR = ("#eceff1", "#455a64")  # a JAX primitive without a row, drawn dashed
+GROUP_COLOUR = ("#f3f6fb", "#8c9bb5")  # an open group's frame
 HIT_COLOUR = "#d500f9"
 _PLAIN = ("#f7f7f7", "#555555")
-OPAQUE = ("#eceff1", "#37474f")  # a primitive without a row: runs through JAX, passes skip it
-KERNEL = ("#e1f5fe", "#0277bd")  # a fused kernel's cluster
-REGION = ("#fbfbff", "#7986cb")  # any other region's (loops, control flow, calls)
 _FONT = "Helvetica,Arial,sans-serif"
 
 
@@ -43,30 +43,24 @@ class Rendered:
     svg: str
     element_of: dict[int, str]  # top-level node id -> element key
     words: dict[str, str] = field(default_factory=dict)  # element key -> search words
-    note: str = ""  # what was collapsed to keep the picture readable
-    dot: str = ""  # the DOT source drawn (for other formats: summary.py's PNG)
+    note: str = ""  # what was grouped to keep the picture readable
+    visible: dict[str, str] = field(default_factory=dict)  # any node's key -> its box's key
 
-    def elements(self, node_ids: Iterable[int]) -> list[str]:
-        return sorted({self.element_of[i] for i in node_ids if i in self.element_of})
+    def elements(self, node_ids: Iterable[int], region: str = "") -> list[str]:
+        """The boxes drawing these nodes: top-level ids, or ids in the body `region` names
+        (a Rewrite.region path); a node inside a closed group or region lights its box."""
+        if not region:
+            return sorted({self.element_of[i] for i in node_ids if i in self.element_of})
+        prefix = region_prefix(region)
+        return sorted({self.visible[f"{prefix}n{i}"] for i in node_ids
+                       if f"{prefix}n{i}" in self.visible})
 
     def _repr_svg_(self) -> str:
         return self.svg
 
 
-def _regions(n: Node) -> list[tuple[str, str, Graph]]:
-    """Every body of a region node: (key suffix, label, graph). The main body's suffix is ""
-    (keys n7_2), the others' name them: n7_cond_1, n7_tail_3, n7_branches1_4."""
-    if not n.attrs:
-        return []
-    out = []
-    for (attr, index), g in bodies(n):
-        if attr == "body" and index is None:
-            out.append(("", "body", g))
-        else:
-            tag = f"{attr}{'' if index is None else index}"
-            label = f"branch {index}" if attr == "branches" else attr
-            out.append((f"{tag}_", label, g))
-    return out
+def _is_region(n: Node) -> bool:
+    return bool(n.attrs) and bool(bodies(n))
 
 
 def _esc(text: str) -> str:
@@ -78,6 +72,13 @@ def _size(n: Node) -> str:
     return format_bytes(n.type.nbytes)
 
 
+def _count(x: int) -> str:
+    for unit, scale in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return str(x)
+
+
 def node_label(n: Node) -> str:
     if n.op == "parameter":
         return f"{n.attrs.get('name', f'%{n.id}')}\n{n.type}\n{_size(n)}"
@@ -87,7 +88,7 @@ def node_label(n: Node) -> str:
             f"constant {value}\n{n.type}"
     if n.op == "opaque":
         return f"{n.attrs.get('opcode', '?')} (opaque)\n{n.type}\n{_size(n)}"
-    head = n.op if not _regions(n) else f"{n.op} ({n.attrs.get('kind', 'region')})"
+    head = f"{n.op} ({n.attrs.get('kind', 'region')})" if _is_region(n) else n.op
     return f"{head}\n{n.type}\n{_size(n)}"
 
 
@@ -95,27 +96,53 @@ def node_tooltip(n: Node) -> str:
     args = ", ".join(f"%{i}" for i in n.inputs)
     text = f"%{n.id} = {n.op}({args}) : {n.type} ({_size(n)})"
     if n.op == "opaque":
-        text += (f"\nJAX primitive {n.attrs.get('opcode', '?')} without a row: run through JAX; "
-                 f"passes leave it alone")
-        if n.attrs.get("text"):
-            text += f"\n{n.attrs['text']}"
+        text += (f"\nJAX primitive {n.attrs.get('opcode', '?')} without a row in the op table:"
+                 f" runs through JAX\n{n.attrs.get('text', '')}")
     if n.source is not None:
         where = f"{n.source} in {n.source.function}" if n.source.function else str(n.source)
         text += f"\n{where}"
+        if n.source.scope:
+            text += f" (scope {n.source.scope})"
         if n.source.line_text:
             text += f"\n{n.source.line_text}"
     return text
 
 
-class _Dot:
-    """Writes one graph (and the bodies of its regions) into a graphviz.Digraph."""
+# the latest graphs' node costs, node id -> (FLOPs, bytes), by the graph's identity (graphs
+# are immutable; the graph is kept with them so that its id is not reused meanwhile)
+_COSTS: dict[int, tuple[Graph, dict[int, tuple[int, int]]]] = {}
 
-    def __init__(self, layout: Layout, hits: set[str], side: str,
-                 other_bodies: dict[str, Graph | None]) -> None:
-        self.layout = layout
+
+def group_cost(graph: Graph, nodes: Iterable[Node]) -> tuple[int, int]:
+    """Summed FLOPs and bytes moved of a group's nodes (the cost model's per-node figures)."""
+    if id(graph) not in _COSTS:
+        while len(_COSTS) >= 64:
+            _COSTS.pop(next(iter(_COSTS)))
+        _COSTS[id(graph)] = (graph, {})
+    costs = _COSTS[id(graph)][1]
+    flops = moved = 0
+    for n in nodes:
+        if n.id not in costs:
+            costs[n.id] = (node_flops(graph, n), node_bytes(graph, n))
+        f, b = costs[n.id]
+        flops += f
+        moved += b
+    return flops, moved
+
+
+def _other_bodies(n: Node, other: Graph | None) -> dict[tuple[str, int | None], Graph]:
+    if other is None or n.id not in other or other[n.id].op != n.op:
+        return {}
+    return dict(bodies(other[n.id]))
+
+
+class _Dot:
+    """Writes one graph (groups, and the bodies of open regions) into a graphviz.Digraph."""
+
+    def __init__(self, graph: Graph, hits: set[str], side: str) -> None:
+        self.top = graph
         self.hits = hits
         self.side = side
-        self.other_bodies = other_bodies  # element key of a region -> the other stage's body
         self.dot = graphviz.Digraph(
             graph_attr={"rankdir": "TB", "fontname": _FONT, "fontsize": "10", "nodesep": "0.25",
                         "ranksep": "0.3", "bgcolor": "transparent"},
@@ -123,116 +150,135 @@ class _Dot:
                        "fontsize": "10", "margin": "0.08,0.03", "height": "0.3"},
             edge_attr={"color": "#777777", "arrowsize": "0.6"})
 
-    def classes(self, key: str, status: str | None) -> str:
-        out = [f"gx_{key}"] + ([f"gx_{status}"] if status else [])
+    def classes(self, key: str, status: str | None, extra: str = "") -> str:
+        out = [f"gx_{key}"] + ([f"gx_{status}"] if status else []) + extra.split()
         return " ".join(out + (["gx_hit"] if key in self.hits else []))
 
     def box(self, target: graphviz.Digraph, key: str, label: str, tooltip: str,
             status: str | None, shape: str = "box", output: bool = False,
-            opaque: bool = False) -> None:
-        fill, border = COLOURS.get(status or "", OPAQUE if opaque else _PLAIN)
-        classes = self.classes(key, status) + (" gx_opaque" if opaque else "")
-        attrs = {"label": _esc(label), "tooltip": _esc(tooltip), "class": classes,
-                 "fillcolor": fill, "color": border, "shape": shape}
-        if opaque:
+            colour: tuple[str, str] | None = None, extra: str = "", dashed: bool = False) -> None:
+        fill, border = COLOURS.get(status or "", colour or _PLAIN)
+        if colour is REGION_COLOUR:  # a region keeps its colour; its diff status is its border
+            fill, border = colour[0], COLOURS[status][1] if status else colour[1]
+        attrs = {"label": _esc(label), "tooltip": _esc(tooltip),
+                 "class": self.classes(key, status, extra), "fillcolor": fill, "color": border,
+                 "shape": shape}
+        if dashed:
             attrs["style"] = "rounded,filled,dashed"
         if key in self.hits:
             attrs.update(color=HIT_COLOUR, penwidth="3")
-        elif output:
+        elif output or (status and colour is REGION_COLOUR):
             attrs["penwidth"] = "2"
         target.node(key, **attrs)
 
-    def graph(self, target: graphviz.Digraph, g: Graph, prefix: str,
-              status: Mapping[int, str], items: Iterable[Item]) -> tuple[dict, dict]:
-        """Draw `g`; returns node id -> DOT names its value leaves from / its inputs enter."""
-        exits: dict[int, list[str]] = {}
-        entries: dict[int, list[str]] = {}
-        for item in items:
-            if item.is_group:
-                self.group(target, item, status)
-                for n in item.nodes:
-                    exits[n.id] = [item.key]
-                    entries[n.id] = [item.key] * len(n.inputs)
-                continue
-            n = item.nodes[0]
-            key = f"{prefix}{item.key}"
-            regions = _regions(n)
-            if regions and self.layout.expand_regions:
-                exits[n.id], entries[n.id] = self.region(target, n, key, regions, status)
-                continue
-            shape = "ellipse" if n.op == "parameter" else "box3d" if regions else "box"
-            ops = sum(len(b) for _, _, b in regions)
-            label = node_label(n) + (f"\n{ops} ops" if regions else "")
-            self.box(target, key, label, node_tooltip(n), status.get(n.id), shape,
-                     n.id in g.outputs, opaque=n.op == "opaque")
-            exits[n.id] = [key]
-            entries[n.id] = [key] * len(n.inputs)
-        # a collapsed group gets one edge per neighbour, not one per node pair inside it
-        groups = {item.key for item in items if item.is_group}
+    def draw(self, target: graphviz.Digraph, g: Graph, other: Graph | None,
+             entries: Iterable[Entry], status: Mapping[int, str], depth: int,
+             exits: dict[int, list[str]], ins: dict[int, list[str]]) -> None:
+        """Draw `entries` (nodes of `g`) into `target`; record where each node's value leaves
+        from and where its inputs enter."""
+        for e in entries:
+            if isinstance(e, Folded):
+                self.folded(target, g, e, status, depth)
+                for n in e.nodes:
+                    exits[n.id], ins[n.id] = [e.key], [e.key] * len(n.inputs)
+            elif isinstance(e, Cluster):
+                self.cluster(target, g, other, e, status, depth, exits, ins)
+            elif e.open_bodies:
+                exits[e.node.id], ins[e.node.id] = self.region(target, g, other, e, status)
+            else:
+                self.single(target, g, e, status)
+                exits[e.node.id], ins[e.node.id] = [e.key], [e.key] * len(e.node.inputs)
+
+    def single(self, target: graphviz.Digraph, g: Graph, e: Box, status: Mapping[int, str]) -> None:
+        n = e.node
+        region = _is_region(n)
+        shape = "ellipse" if n.op == "parameter" else "box3d" if region else "box"
+        label = node_label(n)
+        if region:
+            inner = sum(len(b) for _, b in bodies(n))
+            label += f"\n{inner} ops inside"
+        self.box(target, e.key, label, node_tooltip(n) + ("\n(click to open)" if region else ""),
+                 status.get(n.id), shape, n.id in g.outputs,
+                 REGION_COLOUR if region else OPAQUE_COLOUR if n.op == "opaque" else None,
+                 "gx_toggle" if region else "gx_opaque" if n.op == "opaque" else "",
+                 dashed=n.op == "opaque")
+
+    def edges(self, target: graphviz.Digraph, g: Graph, exits: dict[int, list[str]],
+              ins: dict[int, list[str]]) -> None:
         drawn: set[tuple[str, str]] = set()
         for n in g.nodes:
             for pos, i in enumerate(n.inputs):
-                dst = entries[n.id][pos]
+                dst = ins[n.id][pos]
                 for src in exits[i]:
-                    if src == dst or (src, dst) in drawn:
-                        continue
-                    if src in groups or dst in groups:
-                        drawn.add((src, dst))
-                    target.edge(src, dst)
-        return exits, entries
+                    if src != dst and (src, dst) not in drawn:
+                        drawn.add((src, dst))  # one edge per pair of boxes
+                        target.edge(src, dst)
 
-    def region(self, target: graphviz.Digraph, n: Node, key: str,
-               regions: list[tuple[str, str, Graph]],
+    def cluster(self, target: graphviz.Digraph, g: Graph, other: Graph | None, e: Cluster,
+                status: Mapping[int, str], depth: int, exits: dict, ins: dict) -> None:
+        name = "/".join(e.group.path[depth:]) or e.group.name
+        with target.subgraph(name=f"cluster_{e.key}") as c:
+            c.attr(label=_esc(f"▾ {name}"), style="rounded,filled", fillcolor=GROUP_COLOUR[0],
+                   color=HIT_COLOUR if e.key in self.hits else GROUP_COLOUR[1],
+                   fontsize="10", labeljust="l",
+                   tooltip=_esc(f"{e.group.name} · {len(e.group.nodes())} ops (click to close)"),
+                   **{"class": self.classes(e.key, None, "gx_toggle gx_open")})
+            self.draw(c, g, other, e.entries, status, len(e.group.path), exits, ins)
+
+    def folded(self, target: graphviz.Digraph, g: Graph, e: Folded, status: Mapping[int, str],
+               depth: int) -> None:
+        states = [status[n.id] for n in e.nodes if n.id in status]
+        kinds = set(states)
+        st = None if not kinds else kinds.pop() if len(kinds) == 1 else CHANGED
+        name = "/".join(e.group.path[depth:]) or e.group.name
+        flops, moved = group_cost(g, e.nodes)
+        label = (f"▸ {name} · {len(e.nodes)} ops\n{_count(flops)} FLOPs · "
+                 f"{format_bytes(moved)} moved\n{e.group.summary()}")
+        if states:
+            label += f"\n{len(states)} changed inside"
+        tooltip = f"{e.group.name} · {len(e.nodes)} ops (click to open)"
+        self.box(target, e.key, label, tooltip, st, "box3d", extra="gx_toggle gx_group")
+
+    def region(self, target: graphviz.Digraph, g: Graph, other: Graph | None, e: Box,
                status: Mapping[int, str]) -> tuple[list[str], list[str]]:
-        """A region as a cluster holding its bodies. The main body's parameters take the
-        region's inputs and its results leave it (a loop, scan, kernel, call or while); a
-        region without one (a conditional) gets a head box its inputs enter and its users
-        read. Other bodies (a while's cond, a loop's tail, each branch) sit beside, labelled."""
+        n = e.node
         st = status.get(n.id)
-        # a region keeps its own fill (a kernel its own colour, never the diff's orange); its
-        # diff status is the border's colour
-        fill, border = KERNEL if n.op == "kernel" else REGION
-        border = COLOURS[st][1] if st in COLOURS else border
-        with target.subgraph(name=f"cluster_{key}") as c:
-            c.attr(label=_esc(f"%{n.id} {node_label(n).splitlines()[0]}"), style="rounded,filled",
-                   fillcolor=fill, color=HIT_COLOUR if key in self.hits else border,
-                   penwidth="3" if key in self.hits else "2.5" if st else "1.5", fontsize="10",
-                   tooltip=_esc(node_tooltip(n)), **{"class": self.classes(key, st)})
-            saved = self.other_bodies
-            wired: tuple[list[str], list[str]] | None = None
-            for suffix, label, body in regions:
-                inner_key = f"{key}_{suffix}"
-                other = self.other_bodies.get(inner_key.rstrip("_") if suffix else key)
-                inner = _body_status(body, st, other, self.side)
-                self.other_bodies = _nested_others(inner_key, body, other)
-                main = suffix == "" and len(body.params) >= len(n.inputs)
-                if main:
-                    exits, _ = self.graph(c, body, inner_key, inner,
-                                          [Item(f"n{m.id}", (m,)) for m in body.nodes])
-                    params = [f"{inner_key}n{p}" for p in body.params]
-                    wired = ([name for o in body.outputs for name in exits[o]],
-                             params[: len(n.inputs)])
+        others = _other_bodies(n, other)
+        fill, border = REGION_COLOUR
+        if st:
+            border = COLOURS[st][1]
+        body_of = dict(bodies(n))
+        names = list(body_of)
+        direct = len(e.open_bodies) == 1 and len(body_of[names[0]].params) == len(n.inputs)
+        with target.subgraph(name=f"cluster_{e.key}") as c:
+            c.attr(label=_esc(f"▾ %{n.id} {node_label(n).splitlines()[0]}"), style="rounded,filled",
+                   fillcolor=fill, color=HIT_COLOUR if e.key in self.hits else border,
+                   penwidth="3" if e.key in self.hits else "1.5", fontsize="10",
+                   tooltip=_esc(node_tooltip(n) + "\n(click to close)"),
+                   **{"class": self.classes(e.key, st, "gx_toggle gx_open gx_region")})
+            if not direct:  # where the region's operands enter and its results leave
+                self.box(c, e.key, node_label(n), node_tooltip(n), st, "box", n.id in g.outputs,
+                         REGION_COLOUR, "gx_region_head")
+            outs: list[str] = []
+            params: list[str] = []
+            for (prefix, name, body, entries), which in zip(e.open_bodies, names):
+                inner = _body_status(body, st, others.get(which), self.side)
+                bx: dict[int, list[str]] = {}
+                bi: dict[int, list[str]] = {}
+                if len(e.open_bodies) == 1:
+                    self.draw(c, body, others.get(which), entries, inner, 0, bx, bi)
+                    self.edges(c, body, bx, bi)
                 else:
-                    with c.subgraph(name=f"cluster_{inner_key}") as sub:
-                        sub.attr(label=_esc(label), style="rounded,dashed", color=border,
-                                 fillcolor="transparent", fontsize="9")
-                        self.graph(sub, body, inner_key, inner,
-                                   [Item(f"n{m.id}", (m,)) for m in body.nodes])
-                self.other_bodies = saved
-            if wired is None:
-                head = f"{key}_head"
-                self.box(c, head, node_label(n), node_tooltip(n), st, "box3d")
-                wired = ([head], [head] * len(n.inputs))
-        return wired
-
-    def group(self, target: graphviz.Digraph, item: Item, status: Mapping[int, str]) -> None:
-        states = {status[n.id] for n in item.nodes if n.id in status}
-        st = None if not states else states.pop() if len(states) == 1 else CHANGED
-        first = item.nodes[0]
-        where = str(first.source) if first.source else f"%{first.id}…%{item.nodes[-1].id}"
-        label = f"{where} · {len(item.nodes)} ops\n{item.summary()}"
-        tooltip = label + (f"\n{first.source.line_text}" if first.source else "")
-        self.box(target, item.key, label, tooltip, st, "box3d")
+                    with c.subgraph(name=f"cluster_{prefix}") as b:
+                        b.attr(label=_esc(name), style="rounded,dashed", color=border,
+                               fillcolor="white", fontsize="9")
+                        self.draw(b, body, others.get(which), entries, inner, 0, bx, bi)
+                        self.edges(b, body, bx, bi)
+                outs += [k for o in body.outputs for k in bx[o]]
+                params += [k for p in body.params for k in bx[p]]
+        if direct:
+            return outs, params[: len(n.inputs)]
+        return [e.key], [e.key] * len(n.inputs)
 
 
 def _body_status(body: Graph, st: str | None, other: Graph | None, side: str) -> dict[int, str]:
@@ -242,27 +288,6 @@ def _body_status(body: Graph, st: str | None, other: Graph | None, side: str) ->
     return _statuses(body, other, side)
 
 
-def _other_bodies(prefix: str, graph: Graph, other: Graph | None) -> dict[str, Graph | None]:
-    """The bodies of the other stage's regions, keyed as ours are drawn: the main body by its
-    region's key (n7), the others by theirs (n7_cond)."""
-    if other is None:
-        return {}
-    out: dict[str, Graph | None] = {}
-    for m in graph.nodes:
-        if m.id in other and _regions(m):
-            theirs = {suffix: b for suffix, _, b in _regions(other[m.id])}
-            for suffix, _, _ in _regions(m):
-                out[f"{prefix}n{m.id}" + (f"_{suffix.rstrip('_')}" if suffix else "")] = \
-                    theirs.get(suffix)
-    return out
-
-
-def _nested_others(key: str, body: Graph, other: Graph | None) -> dict[str, Graph | None]:
-    """The bodies of the other stage's regions, keyed like ours, one level down (`key` ends
-    in "_")."""
-    return _other_bodies(key, body, other)
-
-
 def _statuses(graph: Graph, other: Graph | None, side: str) -> dict[int, str]:
     if other is None:
         return {}
@@ -270,42 +295,41 @@ def _statuses(graph: Graph, other: Graph | None, side: str) -> dict[int, str]:
     return d.status_before() if side == "before" else d.status_after()
 
 
-def _hit_keys(graph: Graph, layout: Layout, highlight: str | Iterable[int] | None) -> set[str]:
-    hits = {layout.item_of[i] for i in match_nodes(graph, highlight) if i in layout.item_of}
-    if isinstance(highlight, str) and layout.expand_regions:
-        hits |= _body_hits(graph, "", highlight)
-    return hits
+def _keys(n: Node, key: str) -> Iterable[tuple[str, Node]]:
+    """`n`'s key and the keys of every node in its bodies, at any depth."""
+    yield key, n
+    for (attr, idx), b in bodies(n):
+        prefix = body_prefix(key, attr, idx)
+        for m in b.nodes:
+            yield from _keys(m, f"{prefix}n{m.id}")
 
 
-def _body_hits(graph: Graph, prefix: str, query: str) -> set[str]:
-    out: set[str] = set()
-    for n in graph.nodes:
-        for suffix, _, body in _regions(n):
-            key = f"{prefix}n{n.id}_{suffix}"
-            out |= {f"{key}n{m.id}" for m in body.nodes if matches(node_words(m), query)}
-            out |= _body_hits(body, key, query)
+def _visible(entries: Iterable[Entry]) -> dict[str, tuple[str, Node]]:
+    """Every node's key (top level and bodies) -> the key of the box drawing it, and the node."""
+    out: dict[str, tuple[str, Node]] = {}
+    for e in entries:
+        if isinstance(e, Cluster):
+            out.update(_visible(e.entries))
+        elif isinstance(e, Folded):
+            for n in e.nodes:
+                out.update({k: (e.key, m) for k, m in _keys(n, f"n{n.id}")})
+        elif e.open_bodies:
+            out[e.key] = (e.key, e.node)
+            for _, _, _, inner in e.open_bodies:
+                out.update(_visible(inner))
+        else:
+            out.update({k: (e.key, m) for k, m in _keys(e.node, e.key)})
     return out
 
 
-# DOT source -> SVG: the same picture is drawn again when a stage is revisited, exported or
-# shown by a second widget; graphviz's layout is the slow part (seconds at 300 nodes)
-_DRAWN: OrderedDict[str, str] = OrderedDict()
-_DRAWN_SIZE = 128
-_DRAWN_LOCK = threading.Lock()
-
-
-def _layout(dot: graphviz.Digraph) -> str:
-    key = hashlib.sha1(dot.source.encode()).hexdigest()
-    with _DRAWN_LOCK:
-        if key in _DRAWN:
-            _DRAWN.move_to_end(key)
-            return _DRAWN[key]
-    svg = clean_svg(dot.pipe(format="svg", encoding="utf-8"))
-    with _DRAWN_LOCK:
-        _DRAWN[key] = svg
-        while len(_DRAWN) > _DRAWN_SIZE:
-            _DRAWN.popitem(last=False)
-    return svg
+def _group_words(entries: Iterable[Entry]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for e in entries:
+        if isinstance(e, Folded):
+            out[e.key] = [e.group.name.lower()]
+        elif isinstance(e, Cluster):
+            out.update(_group_words(e.entries))
+    return out
 
 
 _SVG_NOISE = re.compile(r'<\?xml[^>]*>\s*|<!DOCTYPE[^>]*>\s*|<!--.*?-->\s*| id="[^"]*"', re.S)
@@ -318,28 +342,49 @@ def clean_svg(svg: str) -> str:
 
 def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
            highlight: str | Iterable[int] | None = None,
-           max_nodes: int = DEFAULT_MAX_NODES) -> Rendered:
+           max_nodes: int = DEFAULT_MAX_NODES, opened: Mapping[str, bool] | None = None,
+           reveal: Iterable[int] = ()) -> Rendered:
     """Draw `graph`; with `other` (the stage before, or after when side="before") colour the
-    diff; `highlight` is a search query (op, name, %id, source) or a collection of node ids."""
-    layout = plan_layout(graph, max_nodes)
-    others = _other_bodies("", graph, other)
-    builder = _Dot(layout, _hit_keys(graph, layout, highlight), side, others)
-    builder.graph(builder.dot, graph, "", _statuses(graph, other, side), layout.items)
-    svg = _layout(builder.dot)
-    words = {it.key: " ".join(node_words(n) for n in it.nodes) for it in layout.items}
-    if layout.expand_regions:
-        words.update(_body_words(graph, ""))
-    return Rendered(svg, dict(layout.item_of), words, layout.note, builder.dot.source)
+    diff; `highlight` is a search query (op, name, %id, source) or a collection of node ids.
+    At most about `max_nodes` boxes are drawn at first (collapse.py): `opened` holds the
+    user's choices of groups and regions to open or close, `reveal` nodes to show."""
+    layout = plan_layout(graph, max_nodes, opened, reveal)
+    visible = _visible(layout.entries)
+    hits = _hits(graph, visible, layout, highlight)
+    builder = _Dot(graph, hits, side)
+    exits: dict[int, list[str]] = {}
+    ins: dict[int, list[str]] = {}
+    builder.draw(builder.dot, graph, other, layout.entries, _statuses(graph, other, side), 0,
+                 exits, ins)
+    builder.edges(builder.dot, graph, exits, ins)
+    svg = clean_svg(builder.dot.pipe(format="svg", encoding="utf-8"))
+    words = _group_words(layout.entries)
+    for box, n in visible.values():
+        words.setdefault(box, []).append(node_words(n))
+    return Rendered(svg, dict(layout.item_of), {k: " ".join(v) for k, v in words.items()},
+                    layout.note, {k: box for k, (box, _) in visible.items()})
 
 
-def _body_words(graph: Graph, prefix: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _hits(graph: Graph, visible: Mapping[str, tuple[str, Node]], layout: Layout,
+          highlight: str | Iterable[int] | None) -> set[str]:
+    if highlight is None:
+        return set()
+    if not isinstance(highlight, str):
+        return {layout.item_of[i] for i in highlight if i in layout.item_of}
+    return {box for box, n in visible.values() if matches(node_words(n), highlight)}
+
+
+def search_reveal(graph: Graph, query: str, limit: int = 20) -> set[int]:
+    """The top-level nodes to reveal for a search: those matching it, or holding a match in
+    their bodies; none when there are more than `limit` (then their groups light up)."""
+    found = {k for k, n in _keys_of(graph) if matches(node_words(n), query)} if query else set()
+    return found if len(found) <= limit else set()
+
+
+def _keys_of(graph: Graph) -> Iterable[tuple[int, Node]]:
     for n in graph.nodes:
-        for suffix, _, body in _regions(n):
-            key = f"{prefix}n{n.id}_{suffix}"
-            out.update({f"{key}n{m.id}": node_words(m) for m in body.nodes})
-            out.update(_body_words(body, key))
-    return out
+        for _, m in _keys(n, f"n{n.id}"):
+            yield n.id, m
 
 
 @dataclass(frozen=True)

@@ -62,14 +62,15 @@ class DiffCounts(TypedDict):
 
 class RewriteRow(TypedDict):
     """A rewrite the stage's pass made: node ids before and after, where in the user's source
-    it comes from, and the graph elements (`*_keys`) to highlight when it is picked."""
+    it comes from, the body it fired in (`region`: "" for the graph itself, else a path such
+    as "%7.body"), and the graph elements (`*_keys`) to highlight when it is picked."""
 
     rule: str
     before: list[int]
     after: list[int]
-    region: str  # "" for the graph itself, else the body the ids are in ("%2.body", "%9.branches[1]")
     source: str
     line_text: str
+    region: str
     before_keys: list[str]
     after_keys: list[str]
 
@@ -96,9 +97,10 @@ class CostView(CostNumbers):
 
 class StageView(TypedDict):
     """Everything shown for one stage against the stage before it; `*_words` map a graph
-    element's key to the words a search matches."""
+    element's key to the words a search matches. `stage` is the index of the stage shown:
+    while it differs from the chosen index the front end shows that it is loading."""
 
-    view_index: int  # the stage this view shows: until it equals `index`, the panels are loading
+    stage: int
     before_svg: str
     after_svg: str
     before_words: dict[str, str]
@@ -162,7 +164,8 @@ Tab = Literal["diff", "rewrites", "cost", "kernels", "run"]
 
 
 class WidgetState(TypedDict):
-    """The widget's traits other than the current stage's view."""
+    """The widget's traits other than the current stage's view. `opened` holds the user's
+    choices of graph groups and regions to open (true) or close (false), by element key."""
 
     title: str
     stages: list[StageSummary]
@@ -172,6 +175,7 @@ class WidgetState(TypedDict):
     tab: Tab
     selected_rewrite: int
     sync_panes: bool
+    opened: dict[str, bool]
     backends: list[str]
     run_backends: list[str]
     run_baselines: bool
@@ -187,7 +191,7 @@ class Traits(WidgetState, StageView):
 
 # The traits the front end writes back: the user's choices. Python owns all the others.
 Choice = Literal["index", "hide_unchanged", "search", "selected_rewrite", "tab", "sync_panes",
-                 "run_backends", "run_baselines"]
+                 "opened", "run_backends", "run_baselines"]
 
 
 class RunMessage(TypedDict):
@@ -215,10 +219,13 @@ class ExportView(StageView):
 
 
 class ExportData(TypedDict):
-    """An exported page's data: the state to start from and every stage's view."""
+    """An exported page's data: the state to start from and every stage's view. Pictures
+    drawn more than once are stored once: a view's `before_svg`/`after_svg` of the form
+    "svg:N" stands for `svgs[N]`."""
 
     state: Partial[WidgetState]
     views: list[ExportView]
+    svgs: NotRequired[list[str]]
 
 
 # ------------------------------------------------------------ reading the declarations

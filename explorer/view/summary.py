@@ -1,15 +1,11 @@
 """A static HTML summary of a trace: what a saved notebook shows where no widget can run
-(GitHub, nbviewer, a notebook not trusted). A table of the stages and the final graph,
-collapsed when large; all text escaped. The graph is a PNG in a data URI, not inline SVG:
-JupyterLab's sanitizer strips SVG from untrusted HTML (leaving its labels as loose text),
-while an <img> with a data: PNG survives it, GitHub and nbviewer."""
+(GitHub, nbviewer). A table of the stages and the final graph, collapsed when large; all text
+escaped."""
 
 from __future__ import annotations
 
 import base64
 import html
-
-import graphviz
 
 from ..trace import Trace
 from ..units import format_bytes
@@ -34,11 +30,12 @@ def summary_html(trace: Trace, max_nodes: int = DEFAULT_MAX_NODES) -> str:
             "<th>peak</th><th>rewrites</th></tr>")
     final = trace.final.graph
     drawn = render(final, max_nodes=min(max_nodes, SUMMARY_MAX_NODES))
-    note = f" ({esc(drawn.note)} to keep the picture small)" if drawn.note else ""
-    png = graphviz.Source(drawn.dot).pipe(format="png", engine="dot")
-    image = (f'<img alt="the final graph" style="max-width:100%;height:auto" '
-             f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
-    picture = f"<p>final stage <b>{esc(trace.final.name)}</b>{note}:</p>{image}"
+    note = f" ({esc(drawn.note.split(':')[0])})" if drawn.note else ""
+    # an image, not inline SVG: an untrusted notebook's sanitizer drops <svg> and keeps its text
+    data = base64.b64encode(drawn.svg.encode("utf-8")).decode("ascii")
+    svg = ('<img style="max-width:100%;height:auto" alt="the final graph" '
+           f'src="data:image/svg+xml;base64,{data}">')
+    picture = f"<p>final stage <b>{esc(trace.final.name)}</b>{note}:</p>{svg}"
     return (f'<div class="gx-summary"><p><b>gambit-explorer</b>: {esc(trace.name)}, '
-            f"{len(trace.stages)} stages (run the cell in Jupyter for the step-through widget)</p>"
+            f"{len(trace.stages)} stages (run the cell for the live widget)</p>"
             f'<table class="gx-stages">{head}{"".join(rows)}</table>{picture}</div>')

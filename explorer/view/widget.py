@@ -9,10 +9,9 @@ so stepping back is instant.
 from __future__ import annotations
 
 import pathlib
-import threading
 import types
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, get_args, get_origin
 
 import anywidget
@@ -22,13 +21,16 @@ from typing_extensions import is_typeddict
 from ..backends import registry
 from ..compare import BASELINES
 from ..trace import Trace
-from .payload import VIEW_KEYS, stage_summaries, stage_view
+from .payload import VIEW_KEYS, reveal_for, stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, RunState, StageView, Traits, fields
 from .summary import summary_html
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
+# one background worker builds the views a widget will likely show next (graphviz runs as a
+# subprocess, so this overlaps with the kernel's own work)
+_PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gambit-view")
 _SCALARS = {str: t.Unicode, int: t.Int, float: t.Float, bool: t.Bool}
 
 
@@ -55,21 +57,17 @@ def _synced_traits(namespace: dict[str, Any]) -> None:
 SyncedTraits = types.new_class("SyncedTraits", (anywidget.AnyWidget,), exec_body=_synced_traits)
 
 
-# one worker computes views ahead for every widget: layouts are graphviz subprocesses
-_AHEAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gambit-view")
-
-
 class TraceWidget(SyncedTraits):
     _esm = STATIC / "widget.js"
     _css = STATIC / "widget.css"
 
     def __init__(self, trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES,
-                 backends: Sequence[str] | None = None, repeats: int = 5, **kwargs: Any) -> None:
+                 backends: Sequence[str] | None = None, repeats: int = 5,
+                 prefetch: bool = True, **kwargs: Any) -> None:
         self.trace = trace
+        self.prefetch = prefetch
         self.max_nodes = max_nodes
-        self._views: dict[int, StageView] = {}
-        self._ahead: dict[int, Future[None]] = {}  # views being computed ahead
-        self._lock = threading.RLock()
+        self._views: dict[tuple, StageView] = {}
         self.runs = RunLog(trace, repeats)
         runs = registry.sweep() if backends is None else backends  # dask: when asked by name
         backends = registry.available() if backends is None else backends
@@ -89,39 +87,41 @@ class TraceWidget(SyncedTraits):
     def _index_changed(self, change: dict[str, Any]) -> None:
         self._show(change["new"])
 
+    @t.observe("opened", "search")
+    def _groups_changed(self, change: dict[str, Any]) -> None:
+        self._show(self.index, keep_selection=True)
+
     def view(self, index: int) -> StageView:
-        """Stage `index`'s view: computed once; one being computed ahead is waited for."""
-        with self._lock:
-            ahead = self._ahead.get(index)
-        if ahead is not None:
-            ahead.result()
-        with self._lock:
-            if index not in self._views:
-                self._views[index] = stage_view(self.trace, index, self.max_nodes)
-            return self._views[index]
+        """Stage `index` with the groups the user opened and those holding search hits open;
+        cached per (stage, choices), so stepping back or closing again is instant."""
+        return self._view(index, dict(self.opened), self.search)
+
+    def _view(self, index: int, opened: dict[str, bool], search: str) -> StageView:
+        reveal = reveal_for(self.trace, index, search)
+        key = (index, frozenset(opened.items()), reveal)
+        if key not in self._views:
+            self._views[key] = stage_view(self.trace, index, self.max_nodes, opened, reveal)
+        return self._views[key]
 
     def _prefetch(self, index: int) -> None:
-        """Compute the neighbouring stages' views off the main path (graphviz's layout runs
-        in a subprocess, so a thread overlaps it), so that stepping to them is immediate."""
-        for k in (index + 1, index - 1):
-            with self._lock:
-                if not 0 <= k < len(self.trace.stages) or k in self._views or k in self._ahead:
-                    continue
-                self._ahead[k] = _AHEAD.submit(self._compute, k)
+        """Build the next stages' views off the main path, one at a time, so that stepping
+        forward finds them ready (a view depends only on the trace and the choices)."""
+        if not self.prefetch:
+            return
+        opened, search = dict(self.opened), self.search
+        for k in (index + 1, index + 2):
+            if k < len(self.trace.stages):
+                _PREFETCH.submit(self._view, k, opened, search)
 
-    def _compute(self, index: int) -> None:
-        view = stage_view(self.trace, index, self.max_nodes)
-        with self._lock:
-            self._views.setdefault(index, view)
-            self._ahead.pop(index, None)
-
-    def _show(self, index: int) -> None:
+    def _show(self, index: int, keep_selection: bool = False) -> None:
         view = self.view(index)
         with self.hold_sync():
             for key in VIEW_KEYS:
-                setattr(self, key, view[key])
-            self.selected_rewrite = -1
-            self.kernels = self.runs.kernels(index)
+                if getattr(self, key) != view[key]:
+                    setattr(self, key, view[key])
+            if not keep_selection:
+                self.selected_rewrite = -1
+                self.kernels = self.runs.kernels(index)
         self._prefetch(index)
 
     def step(self, delta: int) -> int:
@@ -196,9 +196,27 @@ class TraceWidget(SyncedTraits):
     # ------------------------------------------------------------ static fallback
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """The live widget, plus a static HTML summary for saved notebooks (e.g. on GitHub)."""
+        """The live widget, plus a static HTML summary for front ends that show one output
+        (GitHub, nbviewer)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if data is not None:
             data["text/html"] = summary_html(self.trace, max_nodes=self.max_nodes)
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Two outputs: the live widget, and the same view with no kernel behind it, which
+        the live widget hides while it runs. A saved notebook reopened (after a kernel
+        restart, or untrusted) still shows the trace: the step-through view where scripts
+        may run, else the summary, instead of "model not found" or stripped SVG."""
+        from IPython.display import HTML, display
+
+        bundle = super()._repr_mimebundle_()
+        display(bundle[0] if isinstance(bundle, tuple) else bundle, raw=True)
+        display(HTML(self.static_html()))
+
+    def static_html(self) -> str:
+        from .export import static_html
+
+        return static_html(self.trace, summary_html(self.trace, max_nodes=self.max_nodes),
+                           max_nodes=self.max_nodes, runs=self.runs, run_rows=list(self.run_rows))

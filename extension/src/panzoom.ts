@@ -9,15 +9,25 @@ export interface Box {
   h: number;
 }
 
-/** The first view of a graph: whole if it is readable so, else fit to width from the top. */
+/** The first view of a graph: whole if it is readable so, else at a readable scale (labels
+ * at 75% or more), the top of the graph, centred (the minimap shows the rest). */
+export const READABLE = 0.75;
 export function initialView(graph: Box, paneW: number, paneH: number): Box {
   const fit = Math.min(paneW / graph.w, paneH / graph.h);
-  const scale = fit >= 0.45 ? Math.min(fit, 1.25) : Math.min(paneW / graph.w, 1);
+  const scale = fit >= READABLE ? Math.min(fit, 1.25) : Math.max(Math.min(paneW / graph.w, 1), READABLE);
   const w = paneW / scale;
   const h = paneH / scale;
   const x = graph.x + (graph.w - w) / 2;
   const y = h >= graph.h ? graph.y + (graph.h - h) / 2 : graph.y;
   return { x, y, w, h };
+}
+
+/** The whole graph in the pane, centred, never enlarged past 125%. */
+export function wholeView(graph: Box, paneW: number, paneH: number): Box {
+  const scale = Math.min(paneW / graph.w, paneH / graph.h, 1.25);
+  const w = paneW / scale;
+  const h = paneH / scale;
+  return { x: graph.x + (graph.w - w) / 2, y: graph.y + (graph.h - h) / 2, w, h };
 }
 
 /** Zoom by `factor` (>1 zooms in) keeping the point (px, py), in view units, in place. */
@@ -47,6 +57,12 @@ export class PanZoom {
   private drag: { x: number; y: number } | null = null;
   /** Called with each move the user makes here (not with moves applied by `perform`). */
   onChange: ((op: ViewOp) => void) | null = null;
+  /** Called after every change of the view (the minimap follows it). */
+  onView: ((view: Box, graph: Box) => void) | null = null;
+  /** Called with the element pressed when a press ends without a drag (a click). */
+  onTap: ((target: Element) => void) | null = null;
+  private moved = false;
+  private pressed: Element | null = null;
 
   constructor(private pane: HTMLElement, private svg: SVGSVGElement) {
     const vb = svg.viewBox.baseVal;
@@ -70,13 +86,22 @@ export class PanZoom {
   private apply(): void {
     const v = this.view;
     this.svg.setAttribute("viewBox", `${v.x} ${v.y} ${v.w} ${v.h}`);
+    this.onView?.(v, this.graph);
   }
 
-  fit(emit = false): void {
+  /** The first view (whole if readable so, else the top at full width), or with `whole` the
+   * whole graph however small. */
+  fit(emit = false, whole = false): void {
     const [w, h] = this.size();
-    this.view = initialView(this.graph, w, h);
+    this.view = (whole ? wholeView : initialView)(this.graph, w, h);
     this.apply();
     if (emit) this.onChange?.({ kind: "fit" });
+  }
+
+  /** Centre the view on a point in graph units (a click on the minimap). */
+  centre(x: number, y: number): void {
+    this.view = centreOn(this.view, { x, y, w: 0, h: 0 });
+    this.apply();
   }
 
   zoom(factor: number): void {
@@ -92,7 +117,7 @@ export class PanZoom {
   /** Make a move: the user's own, or one reported by the other pane. */
   perform(op: ViewOp): void {
     if (op.kind === "fit") {
-      this.fit();
+      this.fit(false, true);
       return;
     }
     if (op.kind === "pan") {
@@ -156,6 +181,8 @@ export class PanZoom {
   private onDown = (ev: PointerEvent): void => {
     if (ev.button !== 0) return;
     this.drag = { x: ev.clientX, y: ev.clientY };
+    this.moved = false;
+    this.pressed = ev.target as Element | null;
     this.pane.setPointerCapture?.(ev.pointerId);
     this.pane.classList.add("gx-dragging");
   };
@@ -163,12 +190,16 @@ export class PanZoom {
   private onMove = (ev: PointerEvent): void => {
     if (!this.drag) return;
     const op: ViewOp = { kind: "pan", dx: ev.clientX - this.drag.x, dy: ev.clientY - this.drag.y };
+    if (!this.moved && Math.abs(op.dx) + Math.abs(op.dy) < 4) return;
+    this.moved = true;
     this.drag = { x: ev.clientX, y: ev.clientY };
     this.perform(op);
     this.onChange?.(op);
   };
 
   private onUp = (): void => {
+    if (this.drag && !this.moved && this.pressed) this.onTap?.(this.pressed);
+    this.pressed = null;
     this.drag = null;
     this.pane.classList.remove("gx-dragging");
   };

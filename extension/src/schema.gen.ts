@@ -33,15 +33,16 @@ export interface DiffCounts {
 
 /**
  * A rewrite the stage's pass made: node ids before and after, where in the user's source
- * it comes from, and the graph elements (`*_keys`) to highlight when it is picked.
+ * it comes from, the body it fired in (`region`: "" for the graph itself, else a path such
+ * as "%7.body"), and the graph elements (`*_keys`) to highlight when it is picked.
  */
 export interface RewriteRow {
   rule: string;
   before: number[];
   after: number[];
-  region: string;
   source: string;
   line_text: string;
+  region: string;
   before_keys: string[];
   after_keys: string[];
 }
@@ -68,10 +69,11 @@ export interface CostView extends CostNumbers {
 
 /**
  * Everything shown for one stage against the stage before it; `*_words` map a graph
- * element's key to the words a search matches.
+ * element's key to the words a search matches. `stage` is the index of the stage shown:
+ * while it differs from the chosen index the front end shows that it is loading.
  */
 export interface StageView {
-  view_index: number;
+  stage: number;
   before_svg: string;
   after_svg: string;
   before_words: Record<string, string>;
@@ -129,7 +131,10 @@ export interface KernelRow {
 /** The tabs below the graphs. */
 export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run";
 
-/** The widget's traits other than the current stage's view. */
+/**
+ * The widget's traits other than the current stage's view. `opened` holds the user's
+ * choices of graph groups and regions to open (true) or close (false), by element key.
+ */
 export interface WidgetState {
   title: string;
   stages: StageSummary[];
@@ -139,6 +144,7 @@ export interface WidgetState {
   tab: Tab;
   selected_rewrite: number;
   sync_panes: boolean;
+  opened: Record<string, boolean>;
   backends: string[];
   run_backends: string[];
   run_baselines: boolean;
@@ -152,7 +158,7 @@ export interface WidgetState {
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "run_backends" | "run_baselines";
+export type Choice = "index" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "run_backends" | "run_baselines";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -167,16 +173,21 @@ export interface ExportView extends StageView {
   kernels: KernelRow[];
 }
 
-/** An exported page's data: the state to start from and every stage's view. */
+/**
+ * An exported page's data: the state to start from and every stage's view. Pictures
+ * drawn more than once are stored once: a view's `before_svg`/`after_svg` of the form
+ * "svg:N" stands for `svgs[N]`.
+ */
 export interface ExportData {
   state: Partial<WidgetState>;
   views: ExportView[];
+  svgs?: string[];
 }
 
 /** The name of every trait, for listening to all of them. */
 export const TRAIT_NAMES: (keyof Traits)[] = [
   "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite", "sync_panes",
-  "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels", "interactive",
-  "view_index", "before_svg", "after_svg", "before_words", "after_words", "diff_counts", "note",
-  "ir_diff", "rewrites", "cost",
+  "opened", "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels",
+  "interactive", "stage", "before_svg", "after_svg", "before_words", "after_words", "diff_counts",
+  "note", "ir_diff", "rewrites", "cost",
 ];

@@ -7,9 +7,22 @@ import type { CostView, DiffRow, KernelRow, RewriteRow, RunRow, RunState } from 
 
 const MARK: Record<string, string> = { equal: "", delete: "−", insert: "+", replace: "~", skip: "" };
 
+/** Rows drawn at first: a long diff shows the rest on request (big graphs switch fast). */
+export const FIRST_ROWS = 400;
+
 /** The IR diff side by side; `single` shows one column (the traced stage has no "before"). */
-export function diffTable(rows: DiffRow[], single = false): HTMLElement {
+export function diffTable(rows: DiffRow[], single = false, limit = FIRST_ROWS): HTMLElement {
   if (!rows.length) return h("p", { class: "gx-empty" }, "no IR");
+  if (rows.length > limit) {
+    const box = h("div", {}, diffTable(rows.slice(0, limit), single, limit));
+    const more = h(
+      "button",
+      { class: "gx-more", on: { click: () => box.replaceChildren(diffTable(rows, single, Infinity)) } },
+      `show all ${rows.length} rows`,
+    );
+    box.appendChild(h("p", { class: "gx-hint" }, `${rows.length - limit} more rows `, more));
+    return box;
+  }
   if (single) {
     const lines = rows.map(([, , , bn, b]) => h("tr", {}, h("td", { class: "gx-num" }, bn ?? ""), h("td", { class: "gx-code" }, b)));
     const cols = h("colgroup", {}, h("col", { class: "gx-col-num" }), h("col", { class: "gx-col-code" }));
@@ -44,12 +57,13 @@ export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: n
       "tr",
       { class: `gx-rewrite${k === selected ? " gx-selected" : ""}`, title: "click to highlight its nodes", on: { click: () => onPick(k === selected ? -1 : k) } },
       h("td", { class: "gx-rule" }, r.rule),
-      h("td", { class: "gx-nodes" }, `${r.region ? `in ${r.region}: ` : ""}${ids(r.before)} → ${ids(r.after)}`),
+      h("td", { class: "gx-nodes" }, `${ids(r.before)} → ${ids(r.after)}`),
       h("td", { class: "gx-where" }, r.source || "—"),
+      h("td", { class: "gx-region", title: r.region ? "the body of a region op this rewrite fired in" : "" }, r.region || ""),
       h("td", { class: "gx-code" }, r.line_text),
     ),
   );
-  const head = h("tr", {}, h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", {}, "line"));
+  const head = h("tr", {}, h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", { title: "the region body it fired in, when not the graph itself" }, "in"), h("th", {}, "line"));
   return h("div", { class: "gx-scroll" }, h("table", { class: "gx-rewrites" }, h("thead", {}, head), h("tbody", {}, ...items)));
 }
 

@@ -22,16 +22,27 @@ interface Pane {
   root: HTMLElement;
   label: HTMLElement;
   canvas: HTMLElement;
+  minimap: HTMLElement;
   svgText: string | null;
   svg: SVGSVGElement | null;
   panzoom: PanZoom | null;
   onView: ((op: ViewOp) => void) | null; // the user moved this pane's view
+  onToggle: ((key: string, open: boolean) => void) | null; // the user clicked a group or region
+}
+
+/** The element key of a clickable group or region (its `gx_<key>` class) and whether it is open. */
+export function toggleTarget(el: Element | null): { key: string; open: boolean } | null {
+  const g = el?.closest?.(".gx_toggle");
+  if (!g) return null;
+  const key = Array.from(g.classList).find((c) => /^gx_(n[0-9][A-Za-z0-9_]*|g[0-9a-f]{10})$/.test(c));
+  return key ? { key: key.slice(3), open: g.classList.contains("gx_open") } : null;
 }
 
 function makePane(side: string): Pane {
   const label = h("span", { class: "gx-pane-label" });
   const canvas = h("div", { class: "gx-canvas" });
-  const pane: Pane = { root: h("div"), label, canvas, svgText: null, svg: null, panzoom: null, onView: null };
+  const minimap = h("div", { class: "gx-minimap", title: "the whole graph: click to go there" });
+  const pane: Pane = { root: h("div"), label, canvas, minimap, svgText: null, svg: null, panzoom: null, onView: null, onToggle: null };
   const button = (text: string, title: string, fn: () => void) =>
     h("button", { class: "gx-zoom", title, on: { click: fn } }, text);
   pane.root = h(
@@ -46,11 +57,25 @@ function makePane(side: string): Pane {
         { class: "gx-zoombar" },
         button("−", "zoom out", () => pane.panzoom?.zoom(1 / 1.3)),
         button("+", "zoom in", () => pane.panzoom?.zoom(1.3)),
-        button("fit", "fit the graph", () => pane.panzoom?.fit(true)),
+        button("fit", "show the whole graph", () => {
+          pane.panzoom?.fit(true, true);
+        }),
       ),
     ),
-    canvas,
+    h("div", { class: "gx-canvaswrap" }, canvas, minimap),
   );
+  minimap.addEventListener("pointerdown", (ev: PointerEvent) => {
+    const svg = minimap.querySelector("svg");
+    const pz = pane.panzoom;
+    if (!svg || !pz) return;
+    const r = svg.getBoundingClientRect();
+    const vb = svg.viewBox.baseVal;
+    const s = Math.min(r.width / vb.width, r.height / vb.height) || 1;
+    const ox = (r.width - vb.width * s) / 2;
+    const oy = (r.height - vb.height * s) / 2;
+    pz.centre(vb.x + (ev.clientX - r.left - ox) / s, vb.y + (ev.clientY - r.top - oy) / s);
+    ev.stopPropagation();
+  });
   return pane;
 }
 
@@ -61,13 +86,56 @@ function showSvg(pane: Pane, text: string, placeholder: string): void {
   pane.panzoom = null;
   clear(pane.canvas);
   pane.svg = sanitizeSvg(text);
+  clear(pane.minimap);
   if (!pane.svg) {
     pane.canvas.appendChild(h("p", { class: "gx-empty" }, placeholder));
     return;
   }
   pane.canvas.appendChild(pane.svg);
+  drawMinimap(pane);
   pane.panzoom = new PanZoom(pane.canvas, pane.svg);
   pane.panzoom.onChange = (op) => pane.onView?.(op);
+  pane.panzoom.onTap = (target) => {
+    const t = toggleTarget(target);
+    if (t) pane.onToggle?.(t.key, t.open);
+  };
+  pane.panzoom.onView = (v) => moveMinimap(pane, v);
+  moveMinimap(pane, pane.panzoom.view);
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** A copy of the graph at thumbnail size, with a frame where the view is; shown only when
+ * the graph does not fit its pane. */
+function drawMinimap(pane: Pane): void {
+  clear(pane.minimap);
+  if (!pane.svg) return;
+  const copy = pane.svg.cloneNode(true) as SVGSVGElement;
+  copy.removeAttribute("width");
+  copy.removeAttribute("height");
+  copy.setAttribute("preserveAspectRatio", "xMidYMid meet");
+  // a picture only: no classes (searches and tests count the pane's own nodes), no text
+  for (const el of Array.from(copy.querySelectorAll("[class], text, title"))) {
+    if (el.tagName.toLowerCase() === "g") el.removeAttribute("class");
+    else el.remove();
+  }
+  const frame = document.createElementNS(SVG_NS, "rect");
+  frame.setAttribute("class", "gx-minimap-frame");
+  copy.appendChild(frame);
+  pane.minimap.appendChild(copy);
+}
+
+function moveMinimap(pane: Pane, v: { x: number; y: number; w: number; h: number }): void {
+  const copy = pane.minimap.querySelector("svg");
+  const frame = copy?.querySelector(".gx-minimap-frame");
+  if (!copy || !frame) return;
+  const vb = copy.viewBox.baseVal;
+  const whole = !vb || !vb.width || (v.x <= vb.x + 1 && v.y <= vb.y + 1 && v.x + v.w >= vb.x + vb.width - 1 && v.y + v.h >= vb.y + vb.height - 1);
+  pane.minimap.classList.toggle("gx-hidden", whole);
+  frame.setAttribute("x", String(v.x));
+  frame.setAttribute("y", String(v.y));
+  frame.setAttribute("width", String(v.w));
+  frame.setAttribute("height", String(v.h));
 }
 
 function highlight(pane: Pane, keys: string[], searching: boolean): Element[] {
@@ -111,20 +179,42 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   const before = makePane("before");
   const after = makePane("after");
   const graphs = h("div", { class: "gx-graphs" }, before.root, after.root);
+  const board = h("div", { class: "gx-board" }, graphs);
   // the same move in the other pane, when synchronised (sync_panes, on by default)
   const mirror = (other: Pane) => (op: ViewOp) => {
     if (get("sync_panes") !== false && !graphs.classList.contains("gx-single")) other.panzoom?.perform(op);
   };
   before.onView = mirror(after);
   after.onView = mirror(before);
+  const toggle = (key: string, open: boolean) => {
+    if (get("interactive") === false) {
+      legendHint.textContent = "open and close groups in a live notebook";
+      return;
+    }
+    choose("opened", { ...(get("opened") ?? {}), [key]: !open });
+    graphs.classList.add("gx-loading");
+    focusKey = key; // when the redrawn graph arrives, centre on what was clicked
+  };
+  let focusKey: string | null = null;
+  const focus = () => {
+    if (!focusKey || !/^[A-Za-z0-9_]+$/.test(focusKey)) return;
+    for (const pane of [before, after]) {
+      const found = pane.svg ? Array.from(pane.svg.querySelectorAll(`.gx_${focusKey}`)) : [];
+      if (found.length) pane.panzoom?.reveal(found);
+    }
+    focusKey = null;
+  };
+  before.onToggle = toggle;
+  after.onToggle = toggle;
+  const legendHint = h("span", { class: "gx-note gx-legend-hint" });
+  const loading = h("div", { class: "gx-loading-note" }, "loading…");
   const tabbar = h("div", { class: "gx-tabbar", attrs: { role: "tablist" } });
   const tabbody = h("div", { class: "gx-tabbody" });
 
   const root = h(
     "div",
-    // data-lm-suppress-shortcuts: JupyterLab and Notebook 7 (lumino) read shortcuts on the
-    // document in the capture phase, before our handler; with it they skip events from inside
-    // the widget, so the arrow keys step stages instead of moving cells
+    // Lumino (JupyterLab, Notebook 7) ignores shortcuts from inside this element: the arrow
+    // keys step stages here instead of moving between cells
     { class: "gx-root", attrs: { tabindex: "0", "data-lm-suppress-shortcuts": "true" } },
     h(
       "div",
@@ -141,10 +231,11 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     chips,
     heading,
     legend,
-    graphs,
+    board,
     tabbar,
     tabbody,
   );
+  board.appendChild(loading);
   el.appendChild(root);
 
   const onKey = (ev: KeyboardEvent) => {
@@ -199,28 +290,22 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     clear(heading);
     clear(legend);
     if (!s) return;
-    const counts = get("diff_counts") ?? {};
+    const stale = get("stage") !== undefined && get("stage") !== index;
+    const counts: Record<string, number | string> = stale ? { added: "…", removed: "…", changed: "…" } : { ...(get("diff_counts") ?? {}) };
     const what = index === 0 ? "the traced program" : s.changed ? `${s.rewrites} rewrites` : "changed nothing";
     heading.append(`stage ${index}/${stages.length - 1}: `, h("b", {}, s.name), ` · ${s.nodes} nodes · ${what}`);
-    before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
-    after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
-    if (loading()) {
-      // the panels still hold the previous stage's view: say so, never show it as this one's
-      legend.appendChild(h("span", { class: "gx-loading-note" }, `loading stage ${index}…`));
-      return;
-    }
     for (const k of ["added", "removed", "changed"] as const) {
       legend.appendChild(h("span", { class: `gx-swatch gx-swatch-${k}` }, `${k} ${counts[k] ?? 0}`));
     }
     legend.appendChild(h("span", { class: "gx-swatch gx-swatch-hl" }, "highlighted"));
-    const note = get("note");
+    legend.appendChild(h("span", { class: "gx-swatch gx-swatch-region", title: "kernels, loops and control flow: click to open or close" }, "region"));
+    legend.appendChild(h("span", { class: "gx-swatch gx-swatch-opaque", title: "a JAX primitive without a row in the op table: it runs through JAX" }, "opaque"));
+    legend.appendChild(h("span", { class: "gx-swatch gx-swatch-group", title: "nodes of one scope, function or line: click to open or close" }, "group"));
+    const note = stale ? "" : get("note");
     if (note) legend.appendChild(h("span", { class: "gx-note" }, `(${note})`));
-  }
-
-  /** The view traits still describe another stage than the one chosen (a kernel computing it). */
-  function loading(): boolean {
-    const shown = get("view_index");
-    return shown !== undefined && shown !== null && shown !== get("index");
+    legend.appendChild(legendHint);
+    before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
+    after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
   }
 
   function applyHighlights(reveal: boolean): void {
@@ -244,7 +329,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const nrw = (get("rewrites") ?? []).length;
     const nk = (get("kernels") ?? []).length;
     for (const [key, label] of TABS) {
-      const extra = loading() ? "" : key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : "";
+      const extra = key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : "";
       tabbar.appendChild(
         h("button", { class: `gx-tab${key === tab ? " gx-active" : ""}`, attrs: { "data-tab": key, role: "tab" }, on: { click: () => choose("tab", key) } }, label + extra),
       );
@@ -252,8 +337,9 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     clear(tabbody);
     const stages = get("stages") ?? [];
     const index = get("index");
-    if (loading() && tab !== "run") tabbody.appendChild(h("p", { class: "gx-empty gx-loading-note" }, `loading stage ${index}…`));
-    else if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
+    if (get("stage") !== undefined && get("stage") !== index && tab !== "run") {
+      tabbody.appendChild(h("p", { class: "gx-empty gx-loading-tab" }, `loading stage ${index}…`));
+    } else if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
     else if (tab === "rewrites") tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k)));
     else if (tab === "cost") tabbody.appendChild(costPanel(get("cost")));
     else if (tab === "kernels") tabbody.appendChild(kernelsPanel(get("kernels") ?? []));
@@ -288,8 +374,13 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("sync_panes")) sync.checked = get("sync_panes") !== false;
     if (any("search") && document.activeElement !== search) search.value = get("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
-    if (any("stages", "index", "diff_counts", "note", "view_index")) renderHeading();
-    root.classList.toggle("gx-loading", loading());
+    if (any("stages", "index", "diff_counts", "note", "stage")) renderHeading();
+    // the view traits lag the chosen stage while Python builds them: say so, show nothing stale
+    const stale = get("stage") !== undefined && get("stage") !== get("index");
+    root.classList.toggle("gx-stale", stale);
+    loading.textContent = stale ? `loading stage ${get("index")}…` : "updating…";
+    if (any("before_svg", "after_svg", "stage", "note")) graphs.classList.remove("gx-loading");
+    board.classList.toggle("gx-busy", stale || graphs.classList.contains("gx-loading"));
     const index = get("index");
     const single = !get("before_svg");
     const relayout = single !== graphs.classList.contains("gx-single");
@@ -297,10 +388,11 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("before_svg")) showSvg(before, get("before_svg") ?? "", index === 0 ? "the traced program: no earlier stage" : "no graph");
     if (any("after_svg")) showSvg(after, get("after_svg") ?? "", "no graph");
     else if (relayout) after.panzoom?.fit();
+    if (any("before_svg", "after_svg")) focus();
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words")) {
       applyHighlights(d.has("selected_rewrite") && get("selected_rewrite") >= 0);
     }
-    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "interactive", "run_backends", "run_baselines", "view_index")) renderTabs();
+    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines")) renderTabs();
   }
   update();
 

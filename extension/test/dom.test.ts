@@ -3,7 +3,8 @@ import { beforeEach, describe, it } from "node:test";
 import { expect } from "./expect";
 import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
-import { renderWidget } from "../src/widget";
+import { renderWidget, toggleTarget } from "../src/widget";
+import { diffTable } from "../src/views";
 import { fixture } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -83,40 +84,6 @@ describe("the widget", () => {
     key("ArrowLeft");
     await flush();
     expect(current()).toBe("0 traced");
-  });
-
-  it("says a chosen stage is loading until its view arrives, never showing the old one as it", async () => {
-    // a kernel-backed model: the view keys change only when Python has computed them
-    const data = fixture();
-    let shown = 1;
-    const viewKeys = new Set(Object.keys(data.views[0]));
-    class Lagging extends StaticModel {
-      get(name: string): any {
-        return viewKeys.has(name) ? (data.views[shown] as any)[name] : super.get(name);
-      }
-    }
-    document.body.innerHTML = "";
-    const host = document.createElement("div");
-    document.body.appendChild(host);
-    const lag = new Lagging(data);
-    lag.set("index", 1);
-    renderWidget(lag, host);
-    await flush();
-    const root = host.querySelector(".gx-root")!;
-    expect(root.classList.contains("gx-loading")).toBe(false);
-    root.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true }));
-    await flush();
-    expect(lag.get("index")).toBe(2);
-    expect(root.classList.contains("gx-loading")).toBe(true);
-    expect(host.querySelector(".gx-heading")!.textContent).toMatch(/stage 2\/3/);
-    expect(host.querySelector(".gx-tabbody")!.textContent).toBe("loading stage 2…");
-    expect(host.querySelectorAll(".gx-swatch").length).toBe(0); // no stale diff counts
-    shown = 2; // the view arrives
-    lag.set("view_index", 2);
-    lag.save_changes();
-    await flush();
-    expect(root.classList.contains("gx-loading")).toBe(false);
-    expect(host.querySelector(".gx-tabbody")!.textContent === "loading stage 2…").toBe(false);
   });
 
   it("hides unchanged stages and skips them", async () => {
@@ -267,5 +234,66 @@ describe("the widget", () => {
     zoomIn("before");
     expect(box("before")).not.toBe(b1);
     expect(box("after")).toBe(a1);
+  });
+
+  it("says a stage is loading, never showing the last stage's panels under its heading", async () => {
+    const views = (model as any).data.views;
+    views[1] = { ...views[1], stage: 0 }; // as a live model does while Python builds stage 1
+    key("ArrowRight");
+    await flush();
+    const root = el.querySelector(".gx-root")!;
+    expect(root.classList.contains("gx-stale")).toBe(true);
+    expect(el.querySelector(".gx-loading-note")!.textContent).toBe("loading stage 1…");
+    expect(el.querySelector(".gx-legend")!.textContent).toMatch(/added …/);
+    expect(el.querySelector(".gx-tabbody")!.textContent).toBe("loading stage 1…");
+    views[1] = { ...views[1], stage: 1 };
+    model.set("index", 1);
+    model.save_changes();
+    (model as any).handlers.get("change:stage")?.forEach((cb: () => void) => cb());
+    await flush();
+    expect(root.classList.contains("gx-stale")).toBe(false);
+  });
+
+  it("keeps the arrow keys it handles from the notebook around it", async () => {
+    let outside = 0;
+    const listener = () => outside++;
+    el.addEventListener("keydown", listener);
+    key("ArrowRight");
+    key("x");
+    await flush();
+    expect(outside).toBe(1); // only the "x"
+    expect(el.querySelector(".gx-root")!.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
+  });
+
+  it("says which region a rewrite fired in", async () => {
+    const views = (model as any).data.views;
+    views[1].rewrites[0] = { ...views[1].rewrites[0], region: "%7.body" };
+    model.set("index", 1);
+    model.set("tab", "rewrites");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-rewrites td.gx-region")!.textContent).toBe("%7.body");
+  });
+});
+
+describe("groups and regions", () => {
+  it("finds the key and state of a clicked group or region", () => {
+    const svg = sanitizeSvg(
+      `<svg xmlns="http://www.w3.org/2000/svg"><g class="node gx_g0123456789 gx_toggle gx_group"><polygon/><text>x</text></g>` +
+        `<g class="cluster gx_n7 gx_changed gx_toggle gx_open gx_region"><path/></g><g class="node gx_n3"><text>y</text></g></svg>`,
+    )!;
+    expect(toggleTarget(svg.querySelector("text"))).toEqual({ key: "g0123456789", open: false });
+    expect(toggleTarget(svg.querySelector("path"))).toEqual({ key: "n7", open: true });
+    expect(toggleTarget(svg.querySelectorAll("text")[1])).toBeNull();
+  });
+});
+
+describe("a long IR diff", () => {
+  it("draws its first rows and the rest on request", () => {
+    const rows = Array.from({ length: 1000 }, (_, k) => ["insert", null, "", k + 1, `%${k} = add`] as any);
+    const el = diffTable(rows, false, 400);
+    expect(el.querySelectorAll("tr").length).toBe(400);
+    (el.querySelector(".gx-more") as HTMLButtonElement).click();
+    expect(el.querySelectorAll("tr").length).toBe(1000);
   });
 });

@@ -10,7 +10,7 @@ const svg = (keys: string[], extra = "") =>
 const stage = (index: number, name: string, changed: boolean): StageSummary => ({ index, name, changed, nodes: 3, rewrites: changed ? 1 : 0, flops: 10 * (4 - index), bytes: 100, peak_bytes: 48 });
 
 const view = (i: number): ExportView => ({
-  view_index: i,
+  stage: i,
   before_svg: i === 0 ? "" : svg(["n0", "n1", "n2"]),
   after_svg: svg(i === 3 ? ["n0", "n1"] : ["n0", "n1", "n2"]),
   before_words: i === 0 ? {} : { n0: "%0 parameter x", n1: "%1 mul in[3]:2 f", n2: "%2 add in[3]:3 f" },
@@ -18,7 +18,7 @@ const view = (i: number): ExportView => ({
   diff_counts: { added: 0, removed: i === 3 ? 1 : 0, changed: i === 1 ? 1 : 0 },
   note: "",
   ir_diff: [["equal", 1, "graph @f {", 1, "graph @f {"], ["replace", 2, "  %1 = mul(%0, %0)", 2, "  %1 = add(%0, %0)"], ["skip", null, "3 unchanged lines", null, ""]],
-  rewrites: i === 1 ? [{ rule: "mul-by-two", before: [1], after: [1], region: "", source: "In[3]:2", line_text: "y = x * 2  # </script><b>hi</b>", before_keys: ["n1"], after_keys: ["n1"] }] : [],
+  rewrites: i === 1 ? [{ rule: "mul-by-two", before: [1], after: [1], source: "In[3]:2", line_text: "y = x * 2  # </script><b>hi</b>", region: "", before_keys: ["n1"], after_keys: ["n1"] }] : [],
   cost: { flops: 10, bytes: 100, peak_bytes: 48, prev: i ? { flops: 12, bytes: 100, peak_bytes: 96 } : null, timeline: [0, 48, 48, 0], peak_node: 1, memory_limit: null, nodes: 3 },
   kernels: [],
 });

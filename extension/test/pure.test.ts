@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import { expect } from "./expect";
 import { delta, formatBytes, formatCount, formatSeconds } from "../src/format";
-import { centreOn, initialView, panBy, zoomAt } from "../src/panzoom";
+import { centreOn, initialView, panBy, wholeView, zoomAt } from "../src/panzoom";
 import { barFractions, timelinePath } from "../src/plot";
 import { versus } from "../src/views";
 import { findHits, matches } from "../src/search";
@@ -80,6 +80,12 @@ describe("pan and zoom", () => {
     const tall = initialView({ x: 0, y: 0, w: 300, h: 30000 }, 600, 400);
     expect(tall.y).toBe(0);
     expect(tall.w).toBeCloseTo(600);
+    // a wide graph is never shrunk below a readable scale: the top middle shows, not specks
+    const wide = initialView({ x: 0, y: 0, w: 6000, h: 300 }, 600, 400);
+    expect(600 / wide.w).toBeCloseTo(0.75);
+    expect(wide.x + wide.w / 2).toBeCloseTo(3000);
+    const whole = wholeView({ x: 0, y: 0, w: 6000, h: 300 }, 600, 400);
+    expect(whole.w).toBeCloseTo(6000);
   });
   it("zooms about a point and centres on a box", () => {
     const v = zoomAt({ x: 0, y: 0, w: 100, h: 100 }, 2, 50, 50);

@@ -55,20 +55,35 @@ def _free_port() -> int:
 
 
 class Lab:
-    def __init__(self, url: str, token: str, root: Path) -> None:
-        self.url, self.token, self.root = url, token, root
+    def __init__(self, url: str, token: str, root: Path, app: str, data_dir: Path) -> None:
+        self.url, self.token, self.root, self.app, self.data_dir = url, token, root, app, data_dir
 
     def notebook_url(self, name: str) -> str:
+        if self.app == "notebook":  # Notebook 7
+            return f"{self.url}/notebooks/{name}?token={self.token}"
         return f"{self.url}/lab/tree/{name}?token={self.token}&reset"
 
-    def notebook7_url(self, name: str) -> str:
-        """The same notebook in Notebook 7 (the `notebook` package, served by this server)."""
-        return f"{self.url}/notebooks/{name}?token={self.token}"
+    def trust(self, path: Path) -> None:
+        """Sign a notebook as this server's user would by running it: its outputs are trusted."""
+        import nbformat
+        from nbformat.sign import NotebookNotary
+
+        nb = nbformat.read(path, as_version=4)
+        NotebookNotary(data_dir=str(self.data_dir)).sign(nb)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    base = tmp_path_factory.mktemp("lab")
+    yield from _server(tmp_path_factory, "jupyterlab")
+
+
+@pytest.fixture(scope="module")
+def notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    yield from _server(tmp_path_factory, "notebook")
+
+
+def _server(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp(app)
     root = base / "notebooks"
     root.mkdir()
     shutil.copy(HERE / "gambit_demo.ipynb", root / "gambit_demo.ipynb")
@@ -88,7 +103,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
            "JUPYTER_PLATFORM_DIRS": "1", "PYTHONPATH": str(ROOT)}
     log = open(base / "lab.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        [sys.executable, "-m", app, "--no-browser", "--ServerApp.ip=127.0.0.1",
          f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
          "--ServerApp.open_browser=False"] + (["--allow-root"] if os.geteuid() == 0 else []),
@@ -106,7 +121,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                     raise RuntimeError("JupyterLab did not start:\n"
                                        + (base / "lab.log").read_text()[-3000:]) from None
                 time.sleep(0.5)
-        yield Lab(url, token, root)
+        yield Lab(url, token, root, app, base / "data")
     finally:
         proc.terminate()
         try:
@@ -115,4 +130,4 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             proc.kill()
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(base / "lab.log", ARTIFACTS / "lab.log")
+        shutil.copy(base / "lab.log", ARTIFACTS / f"{app}.log")

@@ -66,5 +66,5 @@ def test_a_rewrite_row_shows_the_text_of_the_line_it_names() -> None:
 
 
 class _NoKeys:
-    def elements(self, ids: object) -> list[str]:
+    def elements(self, ids: object, region: str = "") -> list[str]:
         return []
