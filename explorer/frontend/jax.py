@@ -343,7 +343,7 @@ def _in_library(file: str) -> bool:
 
 def _make_source(file: str, line: int, function: str) -> Source:
     text = linecache.getline(file, line).strip()
-    return Source(_display_file(file), line, function, text)
+    return Source(_display_file(file), line, function, text, path=file)
 
 
 def _display_file(file: str) -> str:

@@ -65,13 +65,16 @@ class Source:
 
     `scope` is the named scope the node sits in, outermost first and "/"-separated: the jitted
     helpers, equinox/flax module calls and `jax.named_scope`s around it ("block/attention").
-    It is metadata, like the line: passes carry it with the source, the view groups by it."""
+    It is metadata, like the line: passes carry it with the source, the view groups by it.
+    `path` is the file as Python knows it (a cell's temporary file for "In[3]"), where the
+    view reads the lines around it; empty when unknown (a parsed or HLO graph)."""
 
     file: str
     line: int
     function: str = ""
     text: str = field(default="", compare=False)
     scope: str = ""
+    path: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -79,7 +82,7 @@ class Source:
     @property
     def line_text(self) -> str:
         """The source line itself, when it is known."""
-        return self.text or linecache.getline(self.file, self.line).strip()
+        return self.text or linecache.getline(self.path or self.file, self.line).strip()
 
 
 class Literal:

@@ -114,8 +114,9 @@ def _runs(g: Group, budget: int) -> list[Group | Node]:
         if len(run) == 1:
             out.append(run[0])
         elif run:
-            out.append(_simplify(Group(g.path + (f"%{run[0].id}…%{run[-1].id}",), list(run)),
-                                 budget))
+            box = Group(g.path + (f"%{run[0].id}…%{run[-1].id}",), list(run))
+            # split further only when that makes progress (a tiny budget boxes all in one)
+            out.append(_simplify(box, budget) if len(run) < len(g.children) else box)
         run.clear()
 
     for c in g.children:

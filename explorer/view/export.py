@@ -29,6 +29,7 @@ from .payload import stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, IDLE, RunState
+from .source import source_listing
 
 _MOUNTS = itertools.count()
 _CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -99,9 +100,11 @@ def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLo
         view = stage_view(trace, k, max_nodes)
         view["kernels"] = runs.kernels(k) if runs is not None else []
         views.append(view)
+    source = source_listing(trace.stages[0].graph)
     state = {"title": trace.name, "stages": stage_summaries(trace), "index": 0,
-             "hide_unchanged": False, "search": "",
-             **{k: DEFAULTS[k] for k in ("tab", "selected_rewrite", "sync_panes")},
+             "hide_unchanged": False, "search": "", "source": source, "selected_line": "",
+             "show_source": bool(source),
+             **{k: DEFAULTS[k] for k in ("tab", "selected_rewrite", "sync_panes", "firing")},
              "backends": [], "run_rows": list(run_rows or []), "run_state": RunState(**IDLE)}
     return {"state": state, "views": views}
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from ..analysis.cost import Cost
+from ..analysis.cost import Cost, graph_cost
+from ..analysis.memory import plan
 from ..ir.graph import Graph
 from ..passes.base import Rewrite
-from ..trace import Stage, Trace
+from ..trace import Trace
 from .diff import ir_diff
 from .graphdiff import graph_diff
 from .render import DEFAULT_MAX_NODES, Rendered, render, search_reveal
@@ -24,28 +25,51 @@ VIEW_KEYS = tuple(fields(StageView))
 
 def stage_summaries(trace: Trace) -> list[StageSummary]:
     return [StageSummary(index=k, name=s.name, changed=bool(s.report.changed) or k == 0,
-                         nodes=len(s.graph), rewrites=len(s.report.rewrites), **_cost(s.cost))
+                         nodes=len(s.graph), rewrites=len(s.report.rewrites),
+                         steppable=firings(trace, k) > 0, **_cost(s.cost))
             for k, s in enumerate(trace.stages)]
+
+
+def firings(trace: Trace, index: int) -> int:
+    """How many firings stage `index` can be stepped through (0: it steps as a whole)."""
+    s = trace.stages[index]
+    stepper = getattr(s.pass_, "after_firings", None)
+    return len(s.report.rewrites) if index > 0 and stepper is not None else 0
+
+
+def _graphs(trace: Trace, index: int, firing: int) -> tuple[Graph | None, Graph]:
+    """The two graphs a view compares: the stage before and the stage, or the graphs just
+    before and after the pass's `firing`-th firing (k >= 1)."""
+    if firing >= 1:
+        return trace.after_firing(index, firing - 1), trace.after_firing(index, firing)
+    return (trace.stages[index - 1].graph if index > 0 else None), trace.stages[index].graph
 
 
 def _cost(c: Cost) -> CostNumbers:
     return CostNumbers(flops=c.flops, bytes=c.bytes, peak_bytes=c.peak_bytes)
 
 
-def cost_view(trace: Trace, index: int) -> CostView:
-    stage = trace.stages[index]
-    mem = stage.memory
-    return CostView(**_cost(stage.cost),
-                    prev=_cost(trace.stages[index - 1].cost) if index > 0 else None,
+def cost_view(trace: Trace, index: int, firing: int = -1) -> CostView:
+    """The cost tab of stage `index`, or of the graph after its `firing`-th firing (k >= 1)
+    against the graph before that firing."""
+    if firing >= 1:
+        before, after = _graphs(trace, index, firing)
+        cost, prev, mem = graph_cost(after), graph_cost(before), plan(after)  # type: ignore[arg-type]
+        nodes = len(after)
+    else:
+        stage = trace.stages[index]
+        cost, mem, nodes = stage.cost, stage.memory, len(stage.graph)
+        prev = trace.stages[index - 1].cost if index > 0 else None
+    return CostView(**_cost(cost), prev=_cost(prev) if prev is not None else None,
                     timeline=list(mem.steps), peak_node=mem.peak_node,
-                    memory_limit=trace.memory_limit, nodes=len(stage.graph))
+                    memory_limit=trace.memory_limit, nodes=nodes)
 
 
-def _line_text(stages: tuple[Stage, ...], rw: Rewrite) -> str:
+def _line_text(graphs: tuple[Graph, Graph], rw: Rewrite) -> str:
     """The text of the line the rewrite names (rw.source, its root's "file:line"): taken from
     a node at that line (in the body the rewrite fired in), never from a neighbour's."""
-    for stage, ids in zip(stages, (rw.before, rw.after)):
-        g = _graph_at(stage.graph, rw.region)
+    for graph, ids in zip(graphs, (rw.before, rw.after)):
+        g = _graph_at(graph, rw.region)
         for i in ids if g is not None else ():
             src = g[i].source if i in g else None  # type: ignore[union-attr]
             if src is not None and (rw.source is None or str(src) == rw.source):
@@ -72,51 +96,60 @@ def _graph_at(graph: Graph, region: str) -> Graph | None:
     return graph
 
 
-def rewrite_rows(before: Stage | None, after: Stage, rb: Rendered | None,
-                 ra: Rendered) -> list[RewriteRow]:
-    stages = (before or after, after)
+def rewrite_rows(before: Graph | None, after: Graph, rewrites: Iterable[Rewrite],
+                 rb: Rendered | None, ra: Rendered) -> list[RewriteRow]:
+    graphs = (before or after, after)
     return [RewriteRow(rule=rw.rule, before=list(rw.before), after=list(rw.after),
-                       source=rw.source or "", line_text=_line_text(stages, rw),
+                       source=rw.source or "", line_text=_line_text(graphs, rw),
                        region=rw.region,
                        before_keys=rb.elements(rw.before, rw.region) if rb else [],
                        after_keys=ra.elements(rw.after, rw.region))
-            for rw in after.report.rewrites]
+            for rw in rewrites]
 
 
-def reveal_for(trace: Trace, index: int, query: str) -> tuple[frozenset[int], frozenset[int]]:
-    """The nodes a search opens its way to in stage `index`'s before and after graphs."""
+def reveal_for(trace: Trace, index: int, query: str,
+               firing: int = -1) -> tuple[frozenset[int], frozenset[int]]:
+    """The nodes a search opens its way to in the before and after graphs of stage `index`
+    (or of its `firing`-th firing)."""
     if not query.strip():
         return frozenset(), frozenset()
-    before = search_reveal(trace.stages[index - 1].graph, query) if index > 0 else set()
-    return frozenset(before), frozenset(search_reveal(trace.stages[index].graph, query))
+    before, after = _graphs(trace, index, firing)
+    return (frozenset(search_reveal(before, query) if before is not None else ()),
+            frozenset(search_reveal(after, query)))
 
 
 def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
                opened: Mapping[str, bool] | None = None,
-               reveal: tuple[Iterable[int], Iterable[int]] = ((), ())) -> StageView:
-    """Everything the front end needs to show stage `index` against the stage before it;
-    `opened` and `reveal` (before, after) choose which groups are open (render.py)."""
-    after = trace.stages[index]
-    before = trace.stages[index - 1] if index > 0 else None
+               reveal: tuple[Iterable[int], Iterable[int]] = ((), ()),
+               firing: int = -1) -> StageView:
+    """Everything the front end needs to show stage `index` against the stage before it, or
+    (`firing` k >= 1) the graph after the pass's k-th firing against the graph before it, with
+    that firing's rewrite; `opened` and `reveal` (before, after) choose which groups are open
+    (render.py)."""
+    before, after = _graphs(trace, index, firing)
+    rewrites = trace.stages[index].report.rewrites
+    rewrites = rewrites[firing - 1:firing] if firing >= 1 else rewrites
     # two panes side by side: each gets half the boxes, so both stay readable
     opts = {"max_nodes": max_nodes if before is None else max(1, max_nodes // 2),
             "opened": opened}
     if before is None:
-        ra, rb = render(after.graph, reveal=reveal[1], **opts), None
+        ra, rb = render(after, reveal=reveal[1], **opts), None
         counts = DiffCounts(added=0, removed=0, changed=0)
     else:
-        ra = render(after.graph, other=before.graph, side="after", reveal=reveal[1], **opts)
-        rb = render(before.graph, other=after.graph, side="before", reveal=reveal[0], **opts)
-        counts = DiffCounts(**graph_diff(before.graph, after.graph).counts())
+        ra = render(after, other=before, side="after", reveal=reveal[1], **opts)
+        rb = render(before, other=after, side="before", reveal=reveal[0], **opts)
+        counts = DiffCounts(**graph_diff(before, after).counts())
     # the traced stage has nothing to diff against: show all of its IR
-    text = ir_diff(before.graph, after.graph) if before else \
-        ir_diff(after.graph, after.graph, context=len(after.graph) + 10**6)
+    text = ir_diff(before, after) if before is not None else \
+        ir_diff(after, after, context=len(after) + 10**6)
     notes = [ra.note or (rb.note if rb else "")]  # the panes are grouped alike: say it once
     return StageView(
-        stage=index, before_svg=rb.svg if rb else "", after_svg=ra.svg,
+        stage=index, shown_firing=firing if firing >= 1 else -1,
+        before_svg=rb.svg if rb else "", after_svg=ra.svg,
         before_words=rb.words if rb else {}, after_words=ra.words,
+        before_lines=rb.lines if rb else {}, after_lines=ra.lines,
         diff_counts=counts, note=notes[0],
         ir_diff=[list(r) for r in text.rows],  # JSON arrays
-        rewrites=rewrite_rows(before, after, rb, ra),
-        cost=cost_view(trace, index),
+        rewrites=rewrite_rows(before, after, rewrites, rb, ra),
+        cost=cost_view(trace, index, firing),
     )

@@ -45,6 +45,7 @@ class Rendered:
     words: dict[str, str] = field(default_factory=dict)  # element key -> search words
     note: str = ""  # what was grouped to keep the picture readable
     visible: dict[str, str] = field(default_factory=dict)  # any node's key -> its box's key
+    lines: dict[str, list[str]] = field(default_factory=dict)  # box key -> its nodes' lines
 
     def elements(self, node_ids: Iterable[int], region: str = "") -> list[str]:
         """The boxes drawing these nodes: top-level ids, or ids in the body `region` names
@@ -361,8 +362,13 @@ def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
     words = _group_words(layout.entries)
     for box, n in visible.values():
         words.setdefault(box, []).append(node_words(n))
+    lines: dict[str, set[str]] = {}
+    for box, n in visible.values():
+        if n.source is not None and n.source.line > 0:
+            lines.setdefault(box, set()).add(str(n.source))
     return Rendered(svg, dict(layout.item_of), {k: " ".join(v) for k, v in words.items()},
-                    layout.note, {k: box for k, (box, _) in visible.items()})
+                    layout.note, {k: box for k, (box, _) in visible.items()},
+                    {k: sorted(v) for k, v in lines.items()})
 
 
 def _hits(graph: Graph, visible: Mapping[str, tuple[str, Node]], layout: Layout,

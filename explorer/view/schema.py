@@ -33,13 +33,15 @@ class Partial(Generic[T]):
 
 
 class StageSummary(TypedDict):
-    """One stage as the bar of stage chips shows it; `changed` is true for the traced stage."""
+    """One stage as the bar of stage chips shows it; `changed` is true for the traced stage.
+    `steppable`: its pass is rule-driven and fired, so it can be stepped firing by firing."""
 
     index: int
     name: str
     changed: bool
     nodes: int
     rewrites: int
+    steppable: bool
     flops: int
     bytes: int
     peak_bytes: int
@@ -97,19 +99,36 @@ class CostView(CostNumbers):
 
 class StageView(TypedDict):
     """Everything shown for one stage against the stage before it; `*_words` map a graph
-    element's key to the words a search matches. `stage` is the index of the stage shown:
-    while it differs from the chosen index the front end shows that it is loading."""
+    element's key to the words a search matches, `*_lines` to the source lines ("file:line")
+    of the nodes it draws. `stage` is the index of the stage shown: while it differs from the
+    chosen index the front end shows that it is loading. `shown_firing` is the firing shown
+    (k >= 1: the graph before and after the pass's k-th firing; -1: the whole pass)."""
 
     stage: int
+    shown_firing: int
     before_svg: str
     after_svg: str
     before_words: dict[str, str]
     after_words: dict[str, str]
+    before_lines: dict[str, list[str]]
+    after_lines: dict[str, list[str]]
     diff_counts: DiffCounts
     note: str
     ir_diff: list[DiffRow]
     rewrites: list[RewriteRow]
     cost: CostView
+
+
+class SourceLine(TypedDict):
+    """A row of the source panel: a "file" heading (its name in `text`), a "line" (`loc` is
+    "file:line", as nodes name it; `used` when nodes of the traced program come from it) or a
+    "fold" of lines left out (how many, in `text`)."""
+
+    kind: Literal["file", "line", "fold"]
+    loc: str
+    line: int
+    text: str
+    used: bool
 
 
 # ------------------------------------------------------------ runs
@@ -165,11 +184,17 @@ Tab = Literal["diff", "rewrites", "cost", "kernels", "run"]
 
 class WidgetState(TypedDict):
     """The widget's traits other than the current stage's view. `opened` holds the user's
-    choices of graph groups and regions to open (true) or close (false), by element key."""
+    choices of graph groups and regions to open (true) or close (false), by element key.
+    `firing` is the firing of the stage's pass to show (-1: the whole pass); `source` the
+    user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel."""
 
     title: str
     stages: list[StageSummary]
     index: int
+    firing: int
+    source: list[SourceLine]
+    selected_line: str
+    show_source: bool
     hide_unchanged: bool
     search: str
     tab: Tab
@@ -190,8 +215,9 @@ class Traits(WidgetState, StageView):
 
 
 # The traits the front end writes back: the user's choices. Python owns all the others.
-Choice = Literal["index", "hide_unchanged", "search", "selected_rewrite", "tab", "sync_panes",
-                 "opened", "run_backends", "run_baselines"]
+Choice = Literal["index", "firing", "hide_unchanged", "search", "selected_rewrite", "tab",
+                 "sync_panes", "opened", "selected_line", "show_source", "run_backends",
+                 "run_baselines"]
 
 
 class RunMessage(TypedDict):
@@ -206,6 +232,7 @@ class RunMessage(TypedDict):
 IDLE = RunState(running=False, done=0, total=0, message="", pending=[])
 # The traits' starting values where the type's zero ("", 0, False, [], {}) is not it.
 DEFAULTS: dict[str, Any] = {"tab": "diff", "selected_rewrite": -1, "sync_panes": True,
+                            "firing": -1, "show_source": True,
                             "run_baselines": True, "interactive": True, "run_state": IDLE}
 
 

@@ -21,10 +21,11 @@ from typing_extensions import is_typeddict
 from ..backends import registry
 from ..compare import BASELINES
 from ..trace import Trace
-from .payload import VIEW_KEYS, reveal_for, stage_summaries, stage_view
+from .payload import VIEW_KEYS, firings, reveal_for, stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, RunState, StageView, Traits, fields
+from .source import source_listing
 from .summary import summary_html
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
@@ -72,7 +73,9 @@ class TraceWidget(SyncedTraits):
         runs = registry.sweep() if backends is None else backends  # dask: when asked by name
         backends = registry.available() if backends is None else backends
         kwargs.setdefault("run_backends", list(runs))
-        super().__init__(title=trace.name, stages=stage_summaries(trace),
+        source = source_listing(trace.stages[0].graph)
+        kwargs.setdefault("show_source", bool(source))
+        super().__init__(title=trace.name, stages=stage_summaries(trace), source=source,
                          backends=list(backends), **kwargs)
         self.on_msg(self._on_message)
         self._show(self.index)
@@ -83,24 +86,40 @@ class TraceWidget(SyncedTraits):
     def _clamp(self, proposal: dict[str, Any]) -> int:
         return max(0, min(int(proposal["value"]), len(self.trace.stages) - 1))
 
+    @t.validate("firing")
+    def _clamp_firing(self, proposal: dict[str, Any]) -> int:
+        k = int(proposal["value"])
+        return k if 1 <= k <= firings(self.trace, self.index) else -1
+
     @t.observe("index")
     def _index_changed(self, change: dict[str, Any]) -> None:
+        self.firing = -1  # a new stage opens on its whole pass
         self._show(change["new"])
 
     @t.observe("opened", "search")
     def _groups_changed(self, change: dict[str, Any]) -> None:
         self._show(self.index, keep_selection=True)
 
-    def view(self, index: int) -> StageView:
-        """Stage `index` with the groups the user opened and those holding search hits open;
-        cached per (stage, choices), so stepping back or closing again is instant."""
-        return self._view(index, dict(self.opened), self.search)
+    @t.observe("firing")
+    def _firing_changed(self, change: dict[str, Any]) -> None:
+        self._show(self.index)
+        if change["new"] >= 1:
+            self.selected_rewrite = 0  # the one rewrite of the firing, lit
 
-    def _view(self, index: int, opened: dict[str, bool], search: str) -> StageView:
-        reveal = reveal_for(self.trace, index, search)
-        key = (index, frozenset(opened.items()), reveal)
+    def view(self, index: int, firing: int | None = None) -> StageView:
+        """Stage `index` (or its pass's `firing`-th firing; the chosen one by default) with the
+        groups the user opened and those holding search hits open; cached per (stage, firing,
+        choices), so stepping back or closing again is instant."""
+        firing = (self.firing if index == self.index else -1) if firing is None else firing
+        return self._view(index, dict(self.opened), self.search, firing)
+
+    def _view(self, index: int, opened: dict[str, bool], search: str,
+              firing: int = -1) -> StageView:
+        reveal = reveal_for(self.trace, index, search, firing)
+        key = (index, firing, frozenset(opened.items()), reveal)
         if key not in self._views:
-            self._views[key] = stage_view(self.trace, index, self.max_nodes, opened, reveal)
+            self._views[key] = stage_view(self.trace, index, self.max_nodes, opened, reveal,
+                                          firing)
         return self._views[key]
 
     def _prefetch(self, index: int) -> None:
@@ -109,6 +128,8 @@ class TraceWidget(SyncedTraits):
         if not self.prefetch:
             return
         opened, search = dict(self.opened), self.search
+        if self.firing >= 1 and self.firing < firings(self.trace, index):  # the next firing
+            _PREFETCH.submit(self._view, index, opened, search, self.firing + 1)
         for k in (index + 1, index + 2):
             if k < len(self.trace.stages):
                 _PREFETCH.submit(self._view, k, opened, search)

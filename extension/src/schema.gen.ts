@@ -3,13 +3,17 @@
 // The widget's payload schema, declared once: every trait Python sends the front end, every
 // message the front end sends back, and the data an exported page inlines.
 
-/** One stage as the bar of stage chips shows it; `changed` is true for the traced stage. */
+/**
+ * One stage as the bar of stage chips shows it; `changed` is true for the traced stage.
+ * `steppable`: its pass is rule-driven and fired, so it can be stepped firing by firing.
+ */
 export interface StageSummary {
   index: number;
   name: string;
   changed: boolean;
   nodes: number;
   rewrites: number;
+  steppable: boolean;
   flops: number;
   bytes: number;
   peak_bytes: number;
@@ -69,20 +73,38 @@ export interface CostView extends CostNumbers {
 
 /**
  * Everything shown for one stage against the stage before it; `*_words` map a graph
- * element's key to the words a search matches. `stage` is the index of the stage shown:
- * while it differs from the chosen index the front end shows that it is loading.
+ * element's key to the words a search matches, `*_lines` to the source lines ("file:line")
+ * of the nodes it draws. `stage` is the index of the stage shown: while it differs from the
+ * chosen index the front end shows that it is loading. `shown_firing` is the firing shown
+ * (k >= 1: the graph before and after the pass's k-th firing; -1: the whole pass).
  */
 export interface StageView {
   stage: number;
+  shown_firing: number;
   before_svg: string;
   after_svg: string;
   before_words: Record<string, string>;
   after_words: Record<string, string>;
+  before_lines: Record<string, string[]>;
+  after_lines: Record<string, string[]>;
   diff_counts: DiffCounts;
   note: string;
   ir_diff: DiffRow[];
   rewrites: RewriteRow[];
   cost: CostView;
+}
+
+/**
+ * A row of the source panel: a "file" heading (its name in `text`), a "line" (`loc` is
+ * "file:line", as nodes name it; `used` when nodes of the traced program come from it) or a
+ * "fold" of lines left out (how many, in `text`).
+ */
+export interface SourceLine {
+  kind: "file" | "line" | "fold";
+  loc: string;
+  line: number;
+  text: string;
+  used: boolean;
 }
 
 /**
@@ -134,11 +156,17 @@ export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run";
 /**
  * The widget's traits other than the current stage's view. `opened` holds the user's
  * choices of graph groups and regions to open (true) or close (false), by element key.
+ * `firing` is the firing of the stage's pass to show (-1: the whole pass); `source` the
+ * user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel.
  */
 export interface WidgetState {
   title: string;
   stages: StageSummary[];
   index: number;
+  firing: number;
+  source: SourceLine[];
+  selected_line: string;
+  show_source: boolean;
   hide_unchanged: boolean;
   search: string;
   tab: Tab;
@@ -158,7 +186,7 @@ export interface WidgetState {
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "run_backends" | "run_baselines";
+export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -186,8 +214,9 @@ export interface ExportData {
 
 /** The name of every trait, for listening to all of them. */
 export const TRAIT_NAMES: (keyof Traits)[] = [
-  "title", "stages", "index", "hide_unchanged", "search", "tab", "selected_rewrite", "sync_panes",
-  "opened", "backends", "run_backends", "run_baselines", "run_rows", "run_state", "kernels",
-  "interactive", "stage", "before_svg", "after_svg", "before_words", "after_words", "diff_counts",
-  "note", "ir_diff", "rewrites", "cost",
+  "title", "stages", "index", "firing", "source", "selected_line", "show_source", "hide_unchanged",
+  "search", "tab", "selected_rewrite", "sync_panes", "opened", "backends", "run_backends",
+  "run_baselines", "run_rows", "run_state", "kernels", "interactive", "stage", "shown_firing",
+  "before_svg", "after_svg", "before_words", "after_words", "before_lines", "after_lines",
+  "diff_counts", "note", "ir_diff", "rewrites", "cost",
 ];

@@ -13,3 +13,11 @@ export function stepIndex(stages: StageSummary[], index: number, delta: number, 
   if (ahead.length === 0) return index;
   return ahead[Math.min(Math.abs(delta), ahead.length) - 1];
 }
+
+/** The firing `delta` steps from `firing` in a pass of `n` firings (-1 is the whole pass:
+ * forward from it goes to the first firing, back to the last), stopping at either end. */
+export function stepFiring(firing: number, n: number, delta: number): number {
+  if (n <= 0) return -1;
+  if (firing < 1) return delta > 0 ? 1 : n;
+  return Math.max(1, Math.min(n, firing + delta));
+}

@@ -49,13 +49,22 @@ export function diffTable(rows: DiffRow[], single = false, limit = FIRST_ROWS): 
   return h("div", { class: "gx-scroll" }, h("table", { class: "gx-irdiff" }, cols, h("tbody", {}, ...body)));
 }
 
-export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: number) => void): HTMLElement {
+/** The rewrites of the stage (or of the one firing shown: `first` is its number - 1). With
+ * `onStep`, each row has a button that shows the graph just before and after that firing. */
+export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: number) => void, onStep: ((k: number) => void) | null = null, first = 0): HTMLElement {
   if (!rows.length) return h("p", { class: "gx-empty" }, "no rewrites fired in this stage");
   const ids = (xs: number[]) => (xs.length ? xs.map((i) => `%${i}`).join(", ") : "∅");
   const items = rows.map((r, k) =>
     h(
       "tr",
       { class: `gx-rewrite${k === selected ? " gx-selected" : ""}`, title: "click to highlight its nodes", on: { click: () => onPick(k === selected ? -1 : k) } },
+      h(
+        "td",
+        { class: "gx-numcell gx-rw-num" },
+        onStep
+          ? h("button", { class: "gx-zoom gx-step-firing", title: "show the graph just before and after this firing", on: { click: (ev: Event) => { ev.stopPropagation(); onStep(k); } } }, `${first + k + 1} ▸`)
+          : String(first + k + 1),
+      ),
       h("td", { class: "gx-rule" }, r.rule),
       h("td", { class: "gx-nodes" }, `${ids(r.before)} → ${ids(r.after)}`),
       h("td", { class: "gx-where" }, r.source || "—"),
@@ -63,7 +72,7 @@ export function rewritesList(rows: RewriteRow[], selected: number, onPick: (k: n
       h("td", { class: "gx-code" }, r.line_text),
     ),
   );
-  const head = h("tr", {}, h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", { title: "the region body it fired in, when not the graph itself" }, "in"), h("th", {}, "line"));
+  const head = h("tr", {}, h("th", { title: "the firing's number in the pass" }, "#"), h("th", {}, "rule"), h("th", {}, "nodes"), h("th", {}, "source"), h("th", { title: "the region body it fired in, when not the graph itself" }, "in"), h("th", {}, "line"));
   return h("div", { class: "gx-scroll" }, h("table", { class: "gx-rewrites" }, h("thead", {}, head), h("tbody", {}, ...items)));
 }
 

@@ -5,7 +5,8 @@ import { clear, h } from "./dom";
 import { PanZoom, type ViewOp } from "./panzoom";
 import { sanitizeSvg } from "./sanitize";
 import { findHits } from "./search";
-import { stepIndex } from "./stepping";
+import { boxesOfLine, boxKey, keyOf, linesOnShow, scrollToSelected, sourcePanel } from "./source";
+import { stepFiring, stepIndex } from "./stepping";
 import { type Choice, type RunMessage, type Tab, TRAIT_NAMES, type Traits } from "./schema.gen";
 import type { Model } from "./types";
 import { costPanel, diffTable, kernelsPanel, rewritesList, runPanel } from "./views";
@@ -28,21 +29,21 @@ interface Pane {
   panzoom: PanZoom | null;
   onView: ((op: ViewOp) => void) | null; // the user moved this pane's view
   onToggle: ((key: string, open: boolean) => void) | null; // the user clicked a group or region
+  onPick: ((key: string) => void) | null; // the user clicked a box that is no group
 }
 
 /** The element key of a clickable group or region (its `gx_<key>` class) and whether it is open. */
 export function toggleTarget(el: Element | null): { key: string; open: boolean } | null {
   const g = el?.closest?.(".gx_toggle");
-  if (!g) return null;
-  const key = Array.from(g.classList).find((c) => /^gx_(n[0-9][A-Za-z0-9_]*|g[0-9a-f]{10})$/.test(c));
-  return key ? { key: key.slice(3), open: g.classList.contains("gx_open") } : null;
+  const key = g ? keyOf(g) : null;
+  return g && key ? { key, open: g.classList.contains("gx_open") } : null;
 }
 
 function makePane(side: string): Pane {
   const label = h("span", { class: "gx-pane-label" });
   const canvas = h("div", { class: "gx-canvas" });
   const minimap = h("div", { class: "gx-minimap", title: "the whole graph: click to go there" });
-  const pane: Pane = { root: h("div"), label, canvas, minimap, svgText: null, svg: null, panzoom: null, onView: null, onToggle: null };
+  const pane: Pane = { root: h("div"), label, canvas, minimap, svgText: null, svg: null, panzoom: null, onView: null, onToggle: null, onPick: null };
   const button = (text: string, title: string, fn: () => void) =>
     h("button", { class: "gx-zoom", title, on: { click: fn } }, text);
   pane.root = h(
@@ -98,6 +99,10 @@ function showSvg(pane: Pane, text: string, placeholder: string): void {
   pane.panzoom.onTap = (target) => {
     const t = toggleTarget(target);
     if (t) pane.onToggle?.(t.key, t.open);
+    else {
+      const key = boxKey(target);
+      if (key) pane.onPick?.(key);
+    }
   };
   pane.panzoom.onView = (v) => moveMinimap(pane, v);
   moveMinimap(pane, pane.panzoom.view);
@@ -163,6 +168,19 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const next = stepIndex(get("stages") ?? [], get("index"), delta, get("hide_unchanged"));
     if (next !== get("index")) choose("index", next);
   };
+  const firingsHere = () => {
+    const s = (get("stages") ?? [])[get("index")];
+    return s?.steppable ? s.rewrites : 0;
+  };
+  const canStepFirings = () => get("interactive") !== false && firingsHere() > 0;
+  const stepFirings = (delta: number) => {
+    if (!canStepFirings()) return;
+    const next = stepFiring(get("firing") ?? -1, firingsHere(), delta);
+    if (next !== get("firing")) choose("firing", next);
+  };
+  const wholePass = () => {
+    if ((get("firing") ?? -1) >= 1) choose("firing", -1);
+  };
 
   const title = h("span", { class: "gx-title" });
   const chips = h("div", { class: "gx-chips" });
@@ -174,12 +192,14 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   }) as HTMLInputElement;
   const hits = h("span", { class: "gx-hits" });
   const sync = h("input", { attrs: { type: "checkbox" }, on: { change: () => choose("sync_panes", sync.checked) } }) as HTMLInputElement;
+  const showSource = h("input", { attrs: { type: "checkbox" }, on: { change: () => choose("show_source", showSource.checked) } }) as HTMLInputElement;
+  const source = h("div", { class: "gx-src", attrs: { "aria-label": "source" } });
   const heading = h("div", { class: "gx-heading" });
   const legend = h("div", { class: "gx-legend" });
   const before = makePane("before");
   const after = makePane("after");
   const graphs = h("div", { class: "gx-graphs" }, before.root, after.root);
-  const board = h("div", { class: "gx-board" }, graphs);
+  const board = h("div", { class: "gx-board" }, source, graphs);
   // the same move in the other pane, when synchronised (sync_panes, on by default)
   const mirror = (other: Pane) => (op: ViewOp) => {
     if (get("sync_panes") !== false && !graphs.classList.contains("gx-single")) other.panzoom?.perform(op);
@@ -206,6 +226,14 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   };
   before.onToggle = toggle;
   after.onToggle = toggle;
+  // a box picks its line in the source panel (the panel scrolls to it; the graphs stay put)
+  let lineFromPanel = false;
+  const pickLine = (loc: string, fromPanel: boolean) => {
+    lineFromPanel = fromPanel;
+    choose("selected_line", loc);
+  };
+  before.onPick = (key) => pickLine((get("before_lines") ?? {})[key]?.[0] ?? "", false);
+  after.onPick = (key) => pickLine((get("after_lines") ?? {})[key]?.[0] ?? "", false);
   const legendHint = h("span", { class: "gx-note gx-legend-hint" });
   const loading = h("div", { class: "gx-loading-note" }, "loading…");
   const tabbar = h("div", { class: "gx-tabbar", attrs: { role: "tablist" } });
@@ -225,6 +253,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       h("button", { class: "gx-next", title: "next stage (→)", on: { click: () => step(1) } }, "▶"),
       h("label", { class: "gx-hide" }, hide, " hide unchanged"),
       h("label", { class: "gx-sync", title: "pan and zoom the before and after graphs together" }, sync, " sync pan/zoom"),
+      h("label", { class: "gx-showsrc", title: "the source beside the graphs: click a line to light its nodes, a node to find its line" }, showSource, " source"),
       search,
       hits,
     ),
@@ -242,7 +271,13 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const target = ev.target as HTMLElement | null;
     if (target && /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName)) return;
     if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {
-      step(ev.key === "ArrowRight" ? 1 : -1);
+      const delta = ev.key === "ArrowRight" ? 1 : -1;
+      if (ev.shiftKey) stepFirings(delta); // shift: firing by firing inside the stage's pass
+      else step(delta);
+      ev.preventDefault();
+      ev.stopPropagation();
+    } else if (ev.key === "Escape" && (get("firing") ?? -1) >= 1) {
+      wholePass();
       ev.preventDefault();
       ev.stopPropagation();
     }
@@ -290,10 +325,11 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     clear(heading);
     clear(legend);
     if (!s) return;
-    const stale = get("stage") !== undefined && get("stage") !== index;
+    const stale = isStale();
     const counts: Record<string, number | string> = stale ? { added: "…", removed: "…", changed: "…" } : { ...(get("diff_counts") ?? {}) };
     const what = index === 0 ? "the traced program" : s.changed ? `${s.rewrites} rewrites` : "changed nothing";
     heading.append(`stage ${index}/${stages.length - 1}: `, h("b", {}, s.name), ` · ${s.nodes} nodes · ${what}`);
+    if (s.steppable) heading.appendChild(firingBar(s.rewrites));
     for (const k of ["added", "removed", "changed"] as const) {
       legend.appendChild(h("span", { class: `gx-swatch gx-swatch-${k}` }, `${k} ${counts[k] ?? 0}`));
     }
@@ -308,14 +344,63 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
   }
 
+  function isStale(): boolean {
+    const index = get("index");
+    const stage = get("stage");
+    return (stage !== undefined && stage !== index) || (get("shown_firing") ?? -1) !== (get("firing") ?? -1);
+  }
+
+  /** Step the stage's pass firing by firing (a rule-driven pass that fired): ◀ k/n ▶. */
+  function firingBar(n: number): HTMLElement {
+    const k = get("firing") ?? -1;
+    const live = get("interactive") !== false;
+    const bar = h("span", { class: "gx-firing", title: live ? "step the pass one rewrite at a time (shift+← →; Esc: the whole pass)" : "step firings in a live notebook" });
+    const button = (text: string, title: string, fn: () => void, cls = "") =>
+      h("button", { class: `gx-zoom ${cls}`.trim(), title, attrs: live ? {} : { disabled: "true" }, on: { click: fn } }, text);
+    bar.append(
+      " · ",
+      button("◀", "previous firing (shift+←)", () => stepFirings(-1), "gx-firing-prev"),
+      h("span", { class: "gx-firing-label" }, k >= 1 ? `firing ${k}/${n}` : `${n} firing${n > 1 ? "s" : ""}`),
+      button("▶", "next firing (shift+→)", () => stepFirings(1), "gx-firing-next"),
+    );
+    if (k >= 1) bar.appendChild(button("whole pass", "the whole pass (Esc)", wholePass, "gx-firing-whole"));
+    const rw = (get("rewrites") ?? [])[0];
+    if (k >= 1 && !isStale() && rw) {
+      bar.append(" ", h("span", { class: "gx-firing-rule" }, h("b", {}, rw.rule), rw.source ? ` at ${rw.source}` : "", rw.line_text ? h("code", {}, ` ${rw.line_text}`) : ""));
+    }
+    return bar;
+  }
+
+  function renderSource(): void {
+    const show = get("show_source") !== false && (get("source") ?? []).length > 0;
+    board.classList.toggle("gx-with-source", show);
+    clear(source);
+    if (!show) return;
+    const rewritten = new Map<string, number>();
+    if (!isStale()) for (const rw of get("rewrites") ?? []) if (rw.source) rewritten.set(rw.source, (rewritten.get(rw.source) ?? 0) + 1);
+    source.appendChild(
+      sourcePanel({
+        rows: get("source") ?? [],
+        selected: get("selected_line") ?? "",
+        onShow: linesOnShow(get("before_lines") ?? {}, get("after_lines") ?? {}),
+        rewritten,
+        onPick: (loc) => pickLine(loc, true),
+      }),
+    );
+    scrollToSelected(source);
+  }
+
   function applyHighlights(reveal: boolean): void {
     const query = get("search") ?? "";
     const pick = get("selected_rewrite");
     const rw = (get("rewrites") ?? [])[pick];
+    const line = get("selected_line") ?? "";
     const hb = query ? findHits(get("before_words") ?? {}, query) : [];
     const ha = query ? findHits(get("after_words") ?? {}, query) : [];
-    const fb = highlight(before, [...hb, ...(rw?.before_keys ?? [])], query.length > 0);
-    const fa = highlight(after, [...ha, ...(rw?.after_keys ?? [])], query.length > 0);
+    const lb = boxesOfLine(get("before_lines") ?? {}, line);
+    const la = boxesOfLine(get("after_lines") ?? {}, line);
+    const fb = highlight(before, [...hb, ...(rw?.before_keys ?? []), ...lb], query.length > 0);
+    const fa = highlight(after, [...ha, ...(rw?.after_keys ?? []), ...la], query.length > 0);
     hits.textContent = query ? `${hb.length} before · ${ha.length} after` : "";
     if (reveal) {
       before.panzoom?.reveal(fb);
@@ -337,10 +422,14 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     clear(tabbody);
     const stages = get("stages") ?? [];
     const index = get("index");
-    if (get("stage") !== undefined && get("stage") !== index && tab !== "run") {
+    if (isStale() && tab !== "run") {
       tabbody.appendChild(h("p", { class: "gx-empty gx-loading-tab" }, `loading stage ${index}…`));
     } else if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
-    else if (tab === "rewrites") tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k)));
+    else if (tab === "rewrites") {
+      const firing = get("firing") ?? -1;
+      const onStep = canStepFirings() && firing < 1 ? (k: number) => choose("firing", k + 1) : null;
+      tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k), onStep, firing >= 1 ? firing - 1 : 0));
+    }
     else if (tab === "cost") tabbody.appendChild(costPanel(get("cost")));
     else if (tab === "kernels") tabbody.appendChild(kernelsPanel(get("kernels") ?? []));
     else if (tab === "run") {
@@ -372,13 +461,16 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("title")) title.textContent = `gambit-explorer · ${get("title") ?? ""}`;
     if (any("hide_unchanged")) hide.checked = !!get("hide_unchanged");
     if (any("sync_panes")) sync.checked = get("sync_panes") !== false;
+    if (any("show_source", "source")) showSource.checked = get("show_source") !== false;
     if (any("search") && document.activeElement !== search) search.value = get("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
-    if (any("stages", "index", "diff_counts", "note", "stage")) renderHeading();
+    if (any("stages", "index", "diff_counts", "note", "stage", "firing", "shown_firing", "rewrites", "interactive")) renderHeading();
     // the view traits lag the chosen stage while Python builds them: say so, show nothing stale
-    const stale = get("stage") !== undefined && get("stage") !== get("index");
+    const stale = isStale();
     root.classList.toggle("gx-stale", stale);
-    loading.textContent = stale ? `loading stage ${get("index")}…` : "updating…";
+    const firing = get("firing") ?? -1;
+    loading.textContent = stale ? `loading stage ${get("index")}${firing >= 1 ? `, firing ${firing}` : ""}…` : "updating…";
+    if (any("source", "show_source", "selected_line", "before_lines", "after_lines", "rewrites", "stage", "firing", "shown_firing")) renderSource();
     if (any("before_svg", "after_svg", "stage", "note")) graphs.classList.remove("gx-loading");
     board.classList.toggle("gx-busy", stale || graphs.classList.contains("gx-loading"));
     const index = get("index");
@@ -389,10 +481,11 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("after_svg")) showSvg(after, get("after_svg") ?? "", "no graph");
     else if (relayout) after.panzoom?.fit();
     if (any("before_svg", "after_svg")) focus();
-    if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words")) {
-      applyHighlights(d.has("selected_rewrite") && get("selected_rewrite") >= 0);
+    if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words", "selected_line", "before_lines", "after_lines")) {
+      const revealLine = d.has("selected_line") && lineFromPanel && !!get("selected_line");
+      applyHighlights((d.has("selected_rewrite") && get("selected_rewrite") >= 0) || revealLine);
     }
-    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines")) renderTabs();
+    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines", "firing", "shown_firing")) renderTabs();
   }
   update();
 

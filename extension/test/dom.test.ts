@@ -265,6 +265,73 @@ describe("the widget", () => {
     expect(el.querySelector(".gx-root")!.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
   });
 
+  const tap = (target: Element) => {
+    const canvas = target.closest(".gx-canvas")!;
+    target.dispatchEvent(new PointerEvent("pointerdown", { button: 0, clientX: 5, clientY: 5, bubbles: true }));
+    canvas.dispatchEvent(new PointerEvent("pointerup", { button: 0, clientX: 5, clientY: 5, bubbles: true }));
+  };
+
+  it("links the source and the graphs both ways", async () => {
+    model.set("index", 1);
+    model.save_changes();
+    await flush();
+    const lines = Array.from(el.querySelectorAll(".gx-src-line")) as HTMLElement[];
+    expect(lines.map((l) => l.querySelector(".gx-src-num")!.textContent)).toEqual(["1", "2", "3"]);
+    expect(lines[1].querySelector(".gx-src-text")!.textContent).toBe("    y = x * 2  # </script><b>hi</b>"); // as text
+    expect(el.querySelector(".gx-src b")).toBeNull();
+    expect(lines[1].querySelector(".gx-src-mark")!.textContent).toBe("⟲"); // the stage's rewrite fired here
+    expect(lines[0].classList.contains("gx-src-used")).toBe(false);
+    lines[2].click(); // a line lights the boxes of its nodes, in both panes
+    await flush();
+    expect(model.get("selected_line")).toBe("In[3]:3");
+    const lit = () => Array.from(el.querySelectorAll(".gx-hl")).map((g) => `${g.closest(".gx-pane")!.classList[1]} ${g.getAttribute("class")}`);
+    expect(lit()).toEqual(["gx-pane-before node gx_n2 gx-hl", "gx-pane-after node gx_n2 gx-hl"]);
+    expect(el.querySelector(".gx-src-selected")!.getAttribute("data-loc")).toBe("In[3]:3");
+    tap(el.querySelector(".gx-pane-after .gx_n1 text")!); // a box picks its line
+    await flush();
+    expect(model.get("selected_line")).toBe("In[3]:2");
+    expect(el.querySelector(".gx-src-selected")!.getAttribute("data-loc")).toBe("In[3]:2");
+    expect(lit()).toEqual(["gx-pane-before node gx_n1 gx-hl", "gx-pane-after node gx_n1 gx-hl"]);
+    (el.querySelector(".gx-showsrc input") as HTMLInputElement).click(); // the panel can go
+    await flush();
+    expect(model.get("show_source")).toBe(false);
+    expect(el.querySelector(".gx-board")!.classList.contains("gx-with-source")).toBe(false);
+  });
+
+  it("steps a rule pass firing by firing in a live model, and says so in a static one", async () => {
+    model.set("index", 1);
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-firing")!.textContent).toContain("1 firing");
+    expect((el.querySelector(".gx-firing-next") as HTMLButtonElement).disabled).toBe(true); // no kernel
+    model.set("interactive", true);
+    model.save_changes();
+    await flush();
+    el.querySelector(".gx-root")!.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", shiftKey: true, bubbles: true }));
+    await flush();
+    expect(model.get("firing")).toBe(1);
+    expect(model.get("index")).toBe(1); // shift steps inside the stage, not to the next one
+    // the view still shows the whole pass (shown_firing -1): loading, never stale panels
+    expect(el.querySelector(".gx-root")!.classList.contains("gx-stale")).toBe(true);
+    expect(el.querySelector(".gx-loading-note")!.textContent).toBe("loading stage 1, firing 1…");
+    const views = (model as any).data.views;
+    views[1] = { ...views[1], shown_firing: 1 };
+    (model as any).handlers.get("change:shown_firing")?.forEach((cb: () => void) => cb());
+    await flush();
+    expect(el.querySelector(".gx-root")!.classList.contains("gx-stale")).toBe(false);
+    expect(el.querySelector(".gx-firing")!.textContent).toContain("firing 1/1");
+    expect(el.querySelector(".gx-firing-rule")!.textContent).toBe("mul-by-two at In[3]:2 y = x * 2  # </script><b>hi</b>");
+    el.querySelector(".gx-root")!.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    await flush();
+    expect(model.get("firing")).toBe(-1);
+    views[1] = { ...views[1], shown_firing: -1 }; // the whole pass's view again
+    model.set("tab", "rewrites");
+    model.save_changes();
+    await flush();
+    (el.querySelector(".gx-step-firing") as HTMLButtonElement).click(); // a row's firing
+    expect(model.get("firing")).toBe(1);
+  });
+
   it("says which region a rewrite fired in", async () => {
     const views = (model as any).data.views;
     views[1].rewrites[0] = { ...views[1].rewrites[0], region: "%7.body" };

@@ -25,7 +25,7 @@ describe("search (the rule of explorer/view/search.py)", () => {
 });
 
 const stages: StageSummary[] = [true, true, false, false, true].map((changed, index) => ({
-  index, name: `s${index}`, changed, nodes: 1, rewrites: 0, flops: 0, bytes: 0, peak_bytes: 0,
+  index, name: `s${index}`, changed, nodes: 1, rewrites: 0, steppable: false, flops: 0, bytes: 0, peak_bytes: 0,
 }));
 
 describe("stepping", () => {

@@ -16,7 +16,7 @@ import pytest
 from browserkit import HERE, shot
 
 import explorer as gx
-from explorer.view.payload import stage_view
+from explorer.view.payload import stage_summaries, stage_view
 
 pytestmark = pytest.mark.browser
 
@@ -125,6 +125,44 @@ def test_gambit_cell_steps_with_the_keys(lab, page) -> None:  # type: ignore[no-
     page.wait_for_timeout(200)
     assert "after" in root.locator(".gx-hits").inner_text()
     root.locator(".gx-search").fill("")
+
+    # the source beside the graphs: a line lights its nodes, a node picks its line
+    src = root.locator(".gx-src")
+    assert src.is_visible() and src.locator(".gx-src-used").count() >= 3
+    line = src.locator(".gx-src-used", has_text="jnp.sum(x[:, None, :]")
+    line.click()
+    page.wait_for_timeout(200)
+    assert root.locator(".gx-canvas .gx-hl").count() > 0
+    assert "gx-src-selected" in (line.get_attribute("class") or "")
+    assert "window.pwned" in src.inner_text()  # the hostile comment, as text
+    shot(page, "05b-source-line-lit")
+    root.locator(".gx-pane-after g.node", has_text="reduce_sum").locator("text").first.click()
+    page.wait_for_timeout(200)
+    picked = src.locator(".gx-src-selected")
+    assert picked.count() == 1 and picked.get_attribute("data-loc"), "a node picks its line"
+
+    # a rule pass, stepped firing by firing with shift+arrows
+    steppable = [s["index"] for s in stage_summaries(trace) if s["steppable"]]
+    assert steppable, "the demo must have a rule pass that fires"
+    k = steppable[0]
+    root.locator(f'.gx-chip[data-index="{k}"]').click()
+    wait_for_stage(page, k)
+    root.locator(".gx-heading").click()
+    page.keyboard.press("Shift+ArrowRight")
+    page.wait_for_function(
+        "() => /firing 1\\//.test(document.querySelector('.gx-root .gx-firing-label')"
+        "?.textContent ?? '') && !document.querySelector('.gx-root.gx-stale')"
+        " && document.querySelector('.gx-root .gx-firing-rule')", timeout=20_000)
+    rule = trace.stages[k].report.rewrites[0].rule
+    assert rule in root.locator(".gx-firing-rule").inner_text()
+    assert current(root) == k, "shift+arrow steps inside the stage"
+    assert root.locator(".gx-canvas .gx-hl").count() > 0, "the firing's nodes are lit"
+    shot(page, "05c-firing-1")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !document.querySelector('.gx-root .gx-firing-rule')"
+                           " && !document.querySelector('.gx-root.gx-stale')", timeout=20_000)
+    root.locator(f'.gx-chip[data-index="{changed[1]}"]').click()
+    wait_for_stage(page, changed[1])
 
     # the two graphs pan and zoom together (on by default)
     views = "() => [...document.querySelectorAll('.gx-root .gx-canvas > svg')]" \

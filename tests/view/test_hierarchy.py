@@ -153,7 +153,7 @@ def test_the_widget_builds_the_next_stages_view_off_the_main_path(gpt):
 
     w = TraceWidget(gpt)
     widget_module._PREFETCH.submit(lambda: None).result()  # the queue has drained
-    assert (1, frozenset(), reveal_for(gpt, 1, "")) in w._views
+    assert (1, -1, frozenset(), reveal_for(gpt, 1, "")) in w._views
     before = len(w._views)
     w.index = 1  # found ready
     assert len(w._views) >= before and w.stage == 1

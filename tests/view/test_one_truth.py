@@ -57,7 +57,8 @@ def test_a_rewrite_row_shows_the_text_of_the_line_it_names() -> None:
     a, b, c = (R.standard_normal(s).astype(np.float32) for s in ((40, 30), (30, 20), (20, 2)))
     tr = gx.explore(chain, a, b, c)
     rows = [row for i in range(1, len(tr.stages))
-            for row in rewrite_rows(tr.stages[i - 1], tr.stages[i], None, _NoKeys())]
+            for row in rewrite_rows(tr.stages[i - 1].graph, tr.stages[i].graph,
+                                    tr.stages[i].report.rewrites, None, _NoKeys())]
     named = [row for row in rows if row["source"]]
     assert named, "the chain program must fire rules with a source line"
     for row in named:
