@@ -116,8 +116,10 @@ trace.widget()
 # %% [markdown]
 # A rule-driven pass can also be stepped **rewrite by rewrite**: `trace.after_firing(stage, k)`
 # is the graph after the pass's first `k` firings, in the order its report logs them (the
-# driver is deterministic), so you can watch a pass work one rule at a time. After every
-# firing the graph still computes the same values:
+# driver is deterministic), so you can watch a pass work one rule at a time. The widget does
+# the same: on a rule pass's stage, shift+→ and shift+← step through its firings (the graph
+# just before and after each, the rule and the line), and Esc goes back to the whole pass.
+# After every firing the graph still computes the same values:
 
 # %%
 at = next(i for i, s in enumerate(trace.stages) if s.name == "simplify")
