@@ -25,6 +25,8 @@ programs; `make fuzz` (GAMBIT_FUZZ=full) 10,000. By hand:
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import random
 import resource
 import sys
@@ -590,6 +592,18 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
+def live_rss_bytes() -> int:
+    """Resident memory once garbage is collected and the C heap's free pages are handed back
+    (glibc's malloc_trim): what the process holds, as against what its allocator keeps for
+    reuse after freed NumPy temporaries leave the heap fragmented. Plain RSS elsewhere."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return rss_bytes()
+
+
 def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -601,6 +615,7 @@ class Summary:
     findings: list[Finding] = field(default_factory=list)
     peak_rss_start: int = 0
     peak_rss_end: int = 0
+    live_rss: list[tuple[int, int]] = field(default_factory=list)  # (programs, live bytes)
     seconds: float = 0.0
 
     def unknown(self) -> list[Finding]:
@@ -629,7 +644,11 @@ class Summary:
                 f"{len(self.findings) - len(self.unknown()) - self.documented} of the findings "
                 f"known open; peak RSS "
                 f"{self.peak_rss_start / 2**20:.0f} MiB at start, "
-                f"{self.peak_rss_end / 2**20:.0f} MiB at end; {self.seconds:.0f} s")
+                f"{self.peak_rss_end / 2**20:.0f} MiB at end; "
+                + (f"live (after gc and malloc_trim) {self.live_rss[0][1] / 2**20:.0f} MiB after "
+                   f"{self.live_rss[0][0]} programs, {self.live_rss[-1][1] / 2**20:.0f} MiB after "
+                   f"{self.live_rss[-1][0]}; " if self.live_rss else "")
+                + f"{self.seconds:.0f} s")
 
     def report(self, limit: int = 40) -> str:
         """The summary line, then the first finding of each distinct (kind, backend, stage,
@@ -692,8 +711,9 @@ def main(argv: Sequence[str]) -> int:
     def progress(k: int, s: Summary) -> None:
         if (k + 1) % 100 == 0:  # the summary so far, should the run be cut short
             s.peak_rss_end, s.seconds = peak_rss_bytes(), time.perf_counter() - t0
-            print(f"  after {k + 1}: RSS now {rss_bytes() / 2**20:.0f} MiB; {s.line()}",
-                  flush=True)
+            now = rss_bytes()
+            s.live_rss.append((k + 1, live_rss_bytes()))
+            print(f"  after {k + 1}: RSS now {now / 2**20:.0f} MiB; {s.line()}", flush=True)
 
     s = fuzz(n, first, hlo=n // 10, every_stage=True, progress=progress)
     print(s.report(), flush=True)
