@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pathlib
 import types
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, get_args, get_origin
@@ -102,7 +103,13 @@ class TraceWidget(SyncedTraits):
 
     @t.observe("firing")
     def _firing_changed(self, change: dict[str, Any]) -> None:
-        self._show(self.index)
+        try:
+            self._show(self.index)
+        except Exception as e:  # a pass whose replay fails: say so, show the whole pass
+            warnings.warn(f"cannot step stage {self.index} ({self.trace.stages[self.index].name})"
+                          f" firing by firing: {type(e).__name__}: {e}", stacklevel=2)
+            self.firing = -1
+            return
         if change["new"] >= 1:
             self.selected_rewrite = 0  # the one rewrite of the firing, lit
 

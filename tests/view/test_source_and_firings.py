@@ -152,3 +152,23 @@ def test_an_exported_page_carries_the_source_and_each_boxs_lines(trace):
     assert data["state"]["source"] == source_listing(trace.stages[0].graph)
     assert data["state"]["firing"] == -1
     assert all(v["shown_firing"] == -1 and v["after_lines"] for v in data["views"])
+
+
+def test_a_pass_that_cannot_replay_its_firings_shows_its_whole_pass(trace):
+    import dataclasses
+
+    index = _simplify(trace)
+    broken = gx.Trace(trace.traced, list(trace.stages), trace.example_args)
+
+    class Broken:
+        name = "simplify"
+
+        def after_firings(self, graph, k):
+            raise RuntimeError("replay diverged")
+
+    broken.stages[index] = dataclasses.replace(trace.stages[index], pass_=Broken())
+    w = broken.widget(prefetch=False)
+    w.index = index
+    with pytest.warns(UserWarning, match="replay diverged"):
+        w.firing = 1
+    assert w.firing == -1 and w.shown_firing == -1 and w.stage == index
