@@ -30,7 +30,7 @@ test: $(STAMP) system-deps
 	scripts/ensure-ui-deps.sh
 	$(VENV)/bin/ruff check explorer tests bench
 	cd extension && npm run --silent check && npm run --silent typecheck && npm test --silent
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS) tests
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
 	$(NBVAL)
 
 # The fuzz tests at full scale; the differential fuzz (tests/fuzz_programs.py) as one process,

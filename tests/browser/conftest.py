@@ -63,6 +63,21 @@ class Lab:
             return f"{self.url}/notebooks/{name}?token={self.token}"
         return f"{self.url}/lab/tree/{name}?token={self.token}&reset"
 
+    def wait_for_kernel(self, name: str, timeout: float = 120) -> None:
+        """Until the notebook `name` has a kernel that has started and is idle (the server's
+        sessions API): keys pressed before that can run cells with no kernel to run them."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{self.url}/api/sessions?token={self.token}",
+                                        timeout=5) as r:
+                sessions = json.load(r)
+            if any(s.get("path", "").endswith(name)
+                   and (s.get("kernel") or {}).get("execution_state") == "idle"
+                   for s in sessions):
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"no idle kernel for {name} after {timeout:.0f} s")
+
     def trust(self, path: Path) -> None:
         """Sign a notebook as this server's user would by running it: its outputs are trusted."""
         import nbformat

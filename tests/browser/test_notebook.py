@@ -18,7 +18,9 @@ from browserkit import HERE, shot
 import explorer as gx
 from explorer.view.payload import stage_summaries, stage_view
 
-pytestmark = pytest.mark.browser
+# one xdist worker runs them one after another (make test: --dist loadgroup): two Jupyter
+# servers, kernels and browsers at once on 2 cores starved the kernels past the timeouts
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 NOTEBOOK = "gambit_demo.ipynb"
 
@@ -76,12 +78,13 @@ def test_gambit_cell_steps_with_the_keys(lab, page) -> None:  # type: ignore[no-
     assert n >= 3, "the demo needs a pipeline with stages to step through"
     page.goto(lab.notebook_url(NOTEBOOK))
     page.locator(".jp-CodeCell .cm-content").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)  # let the kernel session attach
+    lab.wait_for_kernel("gambit_demo.ipynb")  # started and idle, so the cells run
+    page.wait_for_timeout(1500)  # and the page has connected to it  # let the kernel session attach
     page.locator(".jp-CodeCell .cm-content").first.click()
     for _ in range(3):  # setup, %%gambit, export
         page.keyboard.press("Shift+Enter")
     root = page.locator(".gx-root").first
-    root.wait_for(timeout=120_000)
+    root.wait_for(timeout=180_000)
     page.locator(".jp-OutputArea-output", has_text="dtype=float32").first.wait_for(timeout=60_000)
     root.scroll_into_view_if_needed()
     assert root.locator(".gx-chip").count() == n

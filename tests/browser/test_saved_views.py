@@ -11,18 +11,21 @@ import nbformat
 import pytest
 from browserkit import HERE, shot
 
-pytestmark = pytest.mark.browser
+# one xdist worker runs them one after another (make test: --dist loadgroup): two Jupyter
+# servers, kernels and browsers at once on 2 cores starved the kernels past the timeouts
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 
 def test_notebook7_steps_stages_with_the_keys(notebook7, page) -> None:  # type: ignore[no-untyped-def]
     page.goto(notebook7.notebook_url("gambit_demo.ipynb"))
     page.locator(".jp-CodeCell .cm-content").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)
+    notebook7.wait_for_kernel("gambit_demo.ipynb")  # started and idle, so the cells run
+    page.wait_for_timeout(1500)  # and the page has connected to it
     page.locator(".jp-CodeCell .cm-content").first.click()
     for _ in range(2):  # setup, %%gambit
         page.keyboard.press("Shift+Enter")
     root = page.locator(".gx-root").first
-    root.wait_for(timeout=120_000)
+    root.wait_for(timeout=180_000)
     root.scroll_into_view_if_needed()
     active = "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')]" \
              ".findIndex(c => c.classList.contains('jp-mod-active'))"
