@@ -246,21 +246,20 @@ def test_python_scalars_are_arguments() -> None:
 
 
 def test_notebook_cells_show_as_in_n() -> None:
-    from IPython.core.interactiveshell import InteractiveShell
+    from tests.ipyshell import ipython_shell
 
-    shell = InteractiveShell.instance()
-    try:
-        shell.run_cell("import jax.numpy as jnp, numpy as np\n"
-                       "from explorer.frontend.jax import trace")
-        result = shell.run_cell(
-            "def f(x):\n"
-            "    return jnp.exp(x) * 2\n"
-            "g = trace(f, np.ones(3, np.float32)).graph", store_history=True)
-        result.raise_error()
-        g = shell.user_ns["g"]
-        exp = next(n for n in g.nodes if n.op == "exp")
-        assert re.fullmatch(r"In\[\d+\]", exp.source.file), exp.source
-        assert exp.source.line == 2
-        assert exp.source.line_text == "return jnp.exp(x) * 2"
-    finally:
-        InteractiveShell.clear_instance()
+    # the process's one test shell: clearing a shell of our own here would leave the magic
+    # tests, which xdist may run in this process around this test, without get_ipython()
+    shell = ipython_shell()
+    shell.run_cell("import jax.numpy as jnp, numpy as np\n"
+                   "from explorer.frontend.jax import trace")
+    result = shell.run_cell(
+        "def f(x):\n"
+        "    return jnp.exp(x) * 2\n"
+        "g = trace(f, np.ones(3, np.float32)).graph", store_history=True)
+    result.raise_error()
+    g = shell.user_ns["g"]
+    exp = next(n for n in g.nodes if n.op == "exp")
+    assert re.fullmatch(r"In\[\d+\]", exp.source.file), exp.source
+    assert exp.source.line == 2
+    assert exp.source.line_text == "return jnp.exp(x) * 2"
