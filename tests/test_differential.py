@@ -80,11 +80,60 @@ def test_xla_log1p_of_nan_sets_the_sign_bit() -> None:
         assert not np.signbit(np.log1p(x)[0])
 
 
-@pytest.mark.parametrize("seed", [457, 491, 577])
+def test_xla_divides_by_a_broadcast_through_its_reciprocal() -> None:
+    """Upstream: XLA's algebraic simplifier turns a / broadcast(b) into a * broadcast(1 / b),
+    eager and jit alike, so x / max(x, keepdims) is 0.99999994 where x is the maximum; NumPy
+    and our backends divide (IEEE, 1.0). A conversion to int32 then gives 0 against our 1
+    (fuzz seed 3429). If this fails, XLA changed."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("an XLA CPU behaviour")
+    a = np.array([[-0.49636883, 0.17691304]], np.float32)
+    fn = lambda a: a / jnp.max(a, axis=1, keepdims=True)  # noqa: E731
+    assert np.asarray(fn(jnp.asarray(a)))[0, 1] == np.float32(0.99999994)
+    assert np.asarray(jax.jit(fn)(a))[0, 1] == np.float32(0.99999994)
+    assert gx.explore(fn, a).run(backend="reference").value[0, 1] == 1.0
+
+
+def test_xla_cpu_flushes_subnormals_to_zero() -> None:
+    """Upstream: XLA on CPU flushes subnormal float results to zero; NumPy and our reference
+    and cpu backends keep them (IEEE gradual underflow), so log of a softmax that underflowed is
+    -inf under JAX and about -99 with us (fuzz seeds 3156, 6352). If this fails, XLA changed."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("an XLA CPU behaviour")
+    x = np.array([100.0, 1.4832103], np.float32)
+    fn = lambda x: jnp.log(jax.nn.softmax(x))  # noqa: E731
+    assert np.asarray(fn(jnp.asarray(x)))[1] == -np.inf
+    t = gx.explore(fn, x)
+    for backend in ("reference", "cpu"):
+        assert -100 < t.run(backend=backend).value[1] < -98, backend
+
+
+def test_an_amplified_difference_is_documented_and_another_is_not() -> None:
+    """The harness explains a difference by an intermediate only when replaying our program
+    from XLA's value there gives exactly JAX's result: not for a result JAX did not give, nor
+    for a backend whose outputs differ from our reference's."""
+    from tests.fuzz_programs import amplified
+
+    a = np.array([[-0.49636883, 0.17691304], [2.0, 1.0]], np.float32)
+    fn = lambda a: (a / jnp.max(a, axis=1, keepdims=True)).astype(jnp.int32)  # noqa: E731
+    g = gx.explore(fn, a, pipeline=[]).stages[0].graph
+    want = [np.asarray(fn(jnp.asarray(a)))]
+    ours = [np.array([[-2, 1], [1, 0]], np.int32)]
+    assert want[0][0, 1] == 0 and not np.array_equal(ours[0], want[0])
+    assert amplified(g, ours, want, [a])
+    assert not amplified(g, ours, [want[0] + 1], [a])  # no cut gives a result JAX did not
+    assert not amplified(g, [ours[0] * 2], want, [a])  # not what our reference gives
+
+
+@pytest.mark.parametrize("seed", [457, 491, 577, 3156, 3429, 3557, 4397, 4815])
 def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int) -> None:
     """457: the euclidean rewrite's NaN for an infinite input, converted to int32 (0 against
     INT_MAX); 491: top_k of log1p of a NaN (its sign); 577: distances between integer points
-    of norm ~500 off by 0.004, inside the rewrite's documented bound."""
+    of norm ~500 off by 0.004, inside the rewrite's documented bound; 3557: distances between
+    points of norm ~1e19, whose |a|^2 + |b|^2 overflows float32 (NaN against the naive 0).
+    Amplified: 3156, log of a softmax XLA flushed to zero; 3429, an int32 conversion of XLA's
+    x / max(x) = 0.99999994; 4397, top_k of a NaN whose sign exp sets (NumPy) or keeps (XLA);
+    4815, sin of a sum of 11,127 whose last bit differs."""
     from tests.fuzz_programs import check_program, make_program
 
     found = check_program(make_program(seed))

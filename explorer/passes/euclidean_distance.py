@@ -37,8 +37,11 @@ lose the rewrite where it pays most.
 Non-finite inputs are a known divergence: where a point has an infinite coordinate (or one
 whose square overflows) the naive form gives +inf, but the quadratic form gives NaN when the
 other point's coordinate there has the same sign or is 0 (inf - inf, inf * 0); with the
-opposite sign it gives +inf too, and with a NaN input both give NaN. Telling these apart would need an
-elementwise pass over the N x M result, which is what the rewrite exists to avoid.
+opposite sign it gives +inf too, and with a NaN input both give NaN. Likewise where
+|a|^2 + |b|^2 overflows (coordinates around 1e19 in float32) while the difference does not,
+the form gives NaN (inf - inf) where the naive one is finite, 0 for coincident points. Telling
+these apart would need an elementwise pass over the N x M result, which is what the rewrite
+exists to avoid.
 """
 
 from __future__ import annotations
