@@ -447,7 +447,15 @@ def amplified(traced: gx.Graph, got: Sequence[Any], want: Sequence[Any],
 
 
 def _cut_explains(traced: gx.Graph, want: Sequence[Any], args: Sequence[np.ndarray]) -> bool:
-    """`amplified`'s search for the node, apart from the backend's outputs."""
+    """`amplified`'s search for the node, apart from the backend's outputs. A search that
+    fails (a graph the jax backend cannot run whole) explains nothing: the finding stays."""
+    try:
+        return _search_cut(traced, want, args)
+    except Exception:  # noqa: BLE001 - an explanation that cannot be checked is none
+        return False
+
+
+def _search_cut(traced: gx.Graph, want: Sequence[Any], args: Sequence[np.ndarray]) -> bool:
     nodes = [n for n in traced.nodes
              if isinstance(n.type, TensorType) and n.op not in ("parameter", "constant")]
     ids = [n.id for n in nodes]
