@@ -24,20 +24,31 @@ from typing import Any
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.graph import Graph
-from ..ir.ops import dot_dims
+from ..ir.graph import Graph, Node
+from ..ir.ops import OPS, dot_dims
+from . import vector_math
 from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, np_type, scalar
 from .kernel_plan import PlanError
 from .mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
 
 
+def vector_symbol(n: Node) -> str | None:
+    """libmvec's four-lane function computing the elementwise math node `n`, or None. A math
+    row's CUDA form is a call of C's function, whose name is also libmvec's."""
+    form = OPS[n.op].scalar.get("cuda")
+    if len(n.inputs) != 1 or not callable(form):
+        return None
+    c_call = re.fullmatch(r"(\w+)\(x\)", form(["x"], n))
+    return vector_math.symbol(c_call.group(1), n.dtype) if c_call else None
+
+
 class _Emitter:
-    """Scalar code for the cone at one (i, j) point (and [I, J, D] values in inner loops)."""
+    """Scalar code for the cone at one (i, j) point (and [I, J, D] values in inner loops), or
+    at LANES points (i, j0..j3) with vector math calls."""
 
     def __init__(self, plan: MapReducePlan, arg: dict[int, str], lines: list[str]) -> None:
         self.plan, self.g, self.arg, self.lines = plan, plan.flat, arg, lines
-        self.pos = ("i", "j") if plan.kept == 0 else ("j", "i")
-        self.done: set[int] = set()
+        self.vector_calls = 0
         # run-time scalars (name, value): constants and loop bounds are arguments, so one
         # compiled kernel serves every program of this structure (numba never frees code)
         self.scalars: dict[str, object] = {}
@@ -58,21 +69,26 @@ class _Emitter:
         index = [vars_[t] if d == shape[t] else "0" for d, t in zip(n.shape, dims)]
         return f"{self.arg[i]}[{', '.join(index)}]"
 
+    def pos(self, j: str) -> tuple[str, str]:
+        """The (row, column) loop variables of the pairwise values, with `j` the folded one."""
+        return ("i", j) if self.plan.kept == 0 else (j, "i")
+
     def value(self, i: int, indent: str, vars_: tuple[str, ...], scope: set[int],
-              shape: tuple[int, ...] = ()) -> str:
-        """The scalar of `i` at the point `vars_` of a consumer of shape `shape`."""
+              shape: tuple[int, ...] = (), sfx: str = "") -> str:
+        """The scalar of `i` at the point `vars_` of a consumer of shape `shape` (named with
+        the suffix `sfx`: one lane's copy of the code)."""
         g = self.g
         if i not in self.plan.cone:
             return self.leaf(i, shape, vars_)
         if i in scope:
-            return f"v{i}"
+            return f"v{i}{sfx}"
         n = g[i]
         shape = n.shape
-        out = f"v{i}"
+        out = f"v{i}{sfx}"
         if n.op == "broadcast_in_dim":
             src = g[n.inputs[0]]
             if src.id in self.plan.cone:
-                text = self.value(src.id, indent, vars_, scope, shape)
+                text = self.value(src.id, indent, vars_, scope, shape, sfx)
             else:
                 text = self.leaf(src.id, shape, vars_, tuple(n.attrs["broadcast_dimensions"]))
             self.lines.append(f"{indent}{out} = {text}")
@@ -93,136 +109,226 @@ class _Emitter:
             self.lines.append(f"{indent}{out} = {scalar(ident, n.dtype)}")
             self.lines.append(f"{indent}for d in range({self.runtime(f'kd{i}', src.shape[2])}):")
             inner: set[int] = set(scope)
-            text = self.value(src.id, indent + "    ", (*vars_, "d"), inner, src.shape)
+            text = self.value(src.id, indent + "    ", (*vars_, "d"), inner, src.shape, sfx)
             self.lines.append(f"{indent}    {out} = " + fold[FOLDS[n.op]].format(out, text))
         else:
-            ops = [self.value(k, indent, vars_, scope, shape) for k in n.inputs]
+            ops = [self.value(k, indent, vars_, scope, shape, sfx) for k in n.inputs]
             self.lines.append(f"{indent}{out} = {np_type(n.dtype)}({_expr(n)(ops, n)})")
         scope.add(i)
         return out
 
+    def lanes(self, i: int, indent: str, js: Sequence[str], scopes: list[set[int]],
+              shape: tuple[int, ...] = ()) -> list[str]:
+        """The scalars of `i` at LANES columns `js` at once: a math function libmvec has is
+        one vector call for all lanes; everything else is the scalar code, lane by lane."""
+        n = self.g[i]
+        if n.op == "dot_general" and i in self.plan.cone and i not in scopes[0]:
+            return self.lane_dot(n, indent, js, scopes)
+        if i not in self.plan.cone or i in scopes[0] or n.op == "broadcast_in_dim" or n.op in FOLDS:
+            return [self.value(i, indent, self.pos(j), sc, shape, f"_{lane}")
+                    for lane, (j, sc) in enumerate(zip(js, scopes))]
+        ins = [self.lanes(k, indent, js, scopes, n.shape) for k in n.inputs]
+        outs = [f"v{i}_{lane}" for lane in range(len(js))]
+        sym = vector_symbol(n)
+        if sym is not None:
+            self.lines.append(f"{indent}{', '.join(outs)} = _vmath4('{sym}', {', '.join(ins[0])})")
+            self.vector_calls += 1
+        else:
+            for lane, out in enumerate(outs):
+                ops = [x[lane] for x in ins]
+                self.lines.append(f"{indent}{out} = {np_type(n.dtype)}({_expr(n)(ops, n)})")
+        for sc in scopes:
+            sc.add(i)
+        return outs
+
+    def lane_dot(self, n: Node, indent: str, js: Sequence[str], scopes: list[set[int]]) -> list[str]:
+        """A small dot's contraction for all lanes in one loop over its axis."""
+        lc, rc, _, _ = dot_dims(n.attrs)
+        a, b = (self.arg[k] for k in n.inputs)
+        outs = [f"v{n.id}_{lane}" for lane in range(len(js))]
+        self.lines += [f"{indent}{out} = {scalar(0, n.dtype)}" for out in outs]
+        self.lines.append(f"{indent}for d in range({a}.shape[{lc[0]}]):")
+        for out, j in zip(outs, js):
+            ia, ib = ["", ""], ["", ""]
+            ia[lc[0]], ia[1 - lc[0]] = "d", self.pos(j)[0]
+            ib[rc[0]], ib[1 - rc[0]] = "d", self.pos(j)[1]
+            self.lines.append(f"{indent}    {out} += {a}[{', '.join(ia)}] * {b}[{', '.join(ib)}]")
+        for sc in scopes:
+            sc.add(n.id)
+        return outs
+
+
+def _width(g: Graph, v: int | None) -> int:
+    """Accumulators per row for a product with V (its columns), or 1."""
+    return 1 if v is None or g[v].type.rank == 1 else g[v].shape[1]  # type: ignore[union-attr]
+
+
+def _fold(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str], k: int, xv: str,
+          j: str, sfx: str, ind: str) -> list[str]:
+    """The loop lines folding the value `xv` at column `j` into reduction k (not softmax);
+    sums and products fold into the accumulators named with suffix `sfx` (one per lane)."""
+    g, r = plan.flat, plan.reductions[k]
+    if r.kind in ("argmax", "argmin"):
+        cmp = ">" if r.kind == "argmax" else "<"
+        return [f"{ind}if {xv} {cmp} best{k} or ({xv} != {xv} and best{k} == best{k}):",
+                f"{ind}    best{k} = {xv}", f"{ind}    at{k} = {j}"]
+    if r.kind == "top_k":
+        vals, idx = (out_name[o] for o in r.outs[1:3])  # values, indices (as lax.top_k)
+        kk = r.k  # a sorted buffer of the best k so far in lax.top_k's order, ties keep the first
+        return [f"{ind}p = filled{k}",
+                f"{ind}take = True",
+                f"{ind}if p == {kk}:",
+                f"{ind}    last = {vals}[i, {kk - 1}]",
+                f"{ind}    take = _tk_key({xv}) > _tk_key(last)",
+                f"{ind}    p = {kk - 1}",
+                f"{ind}else:",
+                f"{ind}    filled{k} = p + 1",
+                f"{ind}if take:",
+                f"{ind}    while p > 0:",
+                f"{ind}        prev = {vals}[i, p - 1]",
+                f"{ind}        if not _tk_key({xv}) > _tk_key(prev):",
+                f"{ind}            break",
+                f"{ind}        {vals}[i, p] = prev",
+                f"{ind}        {idx}[i, p] = {idx}[i, p - 1]",
+                f"{ind}        p -= 1",
+                f"{ind}    {vals}[i, p] = {xv}",
+                f"{ind}    {idx}[i, p] = {j}"]
+    acc_t = np_type("f64" if dtypes.is_float(g[r.value].dtype) else g[r.value].dtype)
+    if r.kind == "dot":
+        rank1 = g[r.v].type.rank == 1  # type: ignore[union-attr,index]
+        return [f"{ind}acc{k}_{f}{sfx} = _radd(acc{k}_{f}{sfx}, {acc_t}({xv}) * {acc_t}("
+                f"{arg[r.v]}[{j if rank1 else f'{j}, {f}'}]))"  # type: ignore[index]
+                for f in range(_width(g, r.v))]
+    if r.kind == "add":
+        return [f"{ind}acc{k}_0{sfx} = _radd(acc{k}_0{sfx}, {acc_t}({xv}))"]
+    return [f"{ind}acc{k}_0 = _{r.kind}(acc{k}_0, {acc_t}({xv}))"]  # max, min: in order
+
+
+def _softmax(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str], em: _Emitter,
+             k: int, xv: str, ind: str) -> tuple[list[str], list[str]]:
+    """(loop lines, tail lines) of an online softmax fold: a running maximum, with the sum
+    and the products rescaled when it grows."""
+    g, r = plan.flat, plan.reductions[k]
+    f64 = "np.float64"
+    m_node, total, products, steps = r.parts
+    loop = [f"{ind}s{k} = {f64}({xv})",
+            f"{ind}if s{k} > m{k} or s{k} != s{k}:  # a NaN propagates, as max does",
+            f"{ind}    scale = math.exp(m{k} - s{k})",
+            f"{ind}    m{k} = s{k}",
+            f"{ind}    l{k} = l{k} * scale + 1.0"]
+    grow, keep = [], []
+    for p, (_node, v, _) in enumerate(products):
+        rank1 = g[v].type.rank == 1  # type: ignore[union-attr]
+        for f in range(_width(g, v)):
+            vj = f"{arg[v]}[j]" if rank1 else f"{arg[v]}[j, {f}]"
+            grow.append(f"{ind}    a{k}_{p}_{f} = a{k}_{p}_{f} * scale + {f64}({vj})")
+            keep.append(f"{ind}    a{k}_{p}_{f} += w * {f64}({vj})")
+    loop += grow + [f"{ind}else:", f"{ind}    w = math.exp(s{k} - m{k})", f"{ind}    l{k} += w"] + keep
+    # the program's shift: its row chain from the max, at this row
+    tail = [f"mx = {np_type(g[m_node].dtype)}(m{k})"]
+    names = {m_node: "mx"}
+    for c in steps:
+        cn = g[c]
+        if cn.op in ROW_OPS:
+            names[c] = names[cn.inputs[0]]
+            continue
+        ops = [names.get(q, em.leaf(q, (), ()) if g[q].op == "constant" else "?") for q in cn.inputs]
+        tail.append(f"r{c} = {np_type(cn.dtype)}({_expr(cn)(ops, cn)})")
+        names[c] = f"r{c}"
+    shift = names[steps[-1]] if steps else "mx"
+    tail.append(f"back = math.exp(m{k} - {f64}({shift}))" if steps else "back = 1.0")
+    tail.append(f"{out_name[m_node]}[i] = mx")
+    if total is not None:
+        tail.append(f"{out_name[total]}[i] = l{k} * back")
+    for p, (node, v, divided) in enumerate(products):
+        rank1 = g[v].type.rank == 1  # type: ignore[union-attr]
+        for f in range(_width(g, v)):
+            value = f"a{k}_{p}_{f} / l{k}" if divided else f"a{k}_{p}_{f} * back"
+            tail.append(f"{out_name[node]}[{'i' if rank1 else f'i, {f}'}] = {value}")
+    return loop, tail
+
+
+def _lane_loop(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str]) -> list[str] | None:
+    """The sweep over j in blocks of LANES columns, each math function libmvec has computed
+    for the block in one vector call; None when that would call none (or a fold is an online
+    softmax, whose rescaling is sequential)."""
+    if any(r.kind == "softmax" for r in plan.reductions):
+        return None
+    lanes = vector_math.LANES
+    js = [f"j{lane}" for lane in range(lanes)]
+    ind = " " * 12
+    body = [f"{ind}{j} = jb + {lane}" for lane, j in enumerate(js)]
+    em = _Emitter(plan, arg, body)
+    scopes: list[set[int]] = [set() for _ in js]
+    values = [em.lanes(r.value, ind, js, scopes, plan.shape) for r in plan.reductions]
+    if not em.vector_calls:
+        return None
+    for k in range(len(plan.reductions)):
+        for lane, j in enumerate(js):
+            body += _fold(plan, arg, out_name, k, values[k][lane], j, f"_{lane}" if lane else "", ind)
+    return [f"        for jb in range(0, nr - nr % {lanes}, {lanes}):", *body]
+
 
 def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
-    """The numba source of the plan's kernel: per row i, one sweep over j."""
+    """The numba source of the plan's kernel: per row i, one sweep over j (in blocks of
+    LANES columns where libmvec computes its math, then the remaining columns)."""
     name = re.sub(r"\W", "_", name)
     g = plan.flat
     arg = {leaf: f"in{k}" for k, leaf in enumerate(plan.leaves)}
     out_name = {o: f"out{k}" for k, o in enumerate(plan.outs)}
     nk, nr = plan.shape[plan.kept], plan.shape[1 - plan.kept]
+    blocks = _lane_loop(plan, arg, out_name)
+    lanes = vector_math.LANES if blocks else 1
     lines = ["# mapreduce_kernel: one sweep per row, the pairwise chunk never stored",
              "@njit(parallel=True, error_model='numpy', cache=True)",
              "",  # the signature, once the run-time scalars are known
              "    for i in prange(nk):"]
     head, loop, tail = [], [], []
     for k, r in enumerate(plan.reductions):
-        x = g[r.value]
-        t = x.dtype
+        t = g[r.value].dtype
         acc_t = "f64" if dtypes.is_float(t) else t
         if r.kind in ("argmax", "argmin"):
             head += [f"best{k} = {scalar(-np.inf if r.kind == 'argmax' else np.inf, t)}", f"at{k} = 0"]
+            tail.append(f"{out_name[r.outs[0]]}[i] = at{k}")
         elif r.kind == "top_k":
             head.append(f"filled{k} = 0")
         elif r.kind == "softmax":
             head += [f"m{k} = {scalar(-np.inf, 'f64')}", f"l{k} = {scalar(0, 'f64')}"]
-            for p, (_node, v, _) in enumerate(r.parts[2]):
-                width = 1 if g[v].type.rank == 1 else g[v].shape[1]  # type: ignore[union-attr]
-                head += [f"a{k}_{p}_{f} = {scalar(0, 'f64')}" for f in range(width)]
+            head += [f"a{k}_{p}_{f} = {scalar(0, 'f64')}" for p, (_node, v, _) in enumerate(r.parts[2])
+                     for f in range(_width(g, v))]
         else:
-            width = 1 if r.v is None or g[r.v].type.rank == 1 else g[r.v].shape[1]  # type: ignore[union-attr]
             ident = {"add": 0.0, "dot": 0.0, "max": -np.inf, "min": np.inf}[r.kind]
-            head += [f"acc{k}_{f} = {scalar(ident, acc_t)}" for f in range(width)]
+            per_lane = lanes if r.kind in ("add", "dot") else 1
+            for f in range(_width(g, r.v)):
+                accs = [f"acc{k}_{f}"] + [f"acc{k}_{f}_{lane}" for lane in range(1, per_lane)]
+                head += [f"{a} = {scalar(ident, acc_t)}" for a in accs]
+                if per_lane > 1:  # the lanes' partial sums
+                    tail.append(f"acc{k}_{f} = {' + '.join(accs)}")
+                rank1 = r.v is None or g[r.v].type.rank == 1  # type: ignore[union-attr]
+                tail.append(f"{out_name[r.outs[0]]}[{'i' if rank1 else f'i, {f}'}] = acc{k}_{f}")
     em = _Emitter(plan, arg, loop)
     ind = "            "
     scope: set[int] = set()
     for k, r in enumerate(plan.reductions):
-        x = g[r.value]
-        xv = em.value(r.value, ind, em.pos, scope, plan.shape) if r.value in plan.cone else \
-            em.leaf(r.value, plan.shape, em.pos)
-        f64 = "np.float64"
-        if r.kind in ("argmax", "argmin"):
-            cmp = ">" if r.kind == "argmax" else "<"
-            loop += [f"{ind}if {xv} {cmp} best{k} or ({xv} != {xv} and best{k} == best{k}):",
-                     f"{ind}    best{k} = {xv}", f"{ind}    at{k} = j"]
-            tail.append(f"{out_name[r.outs[0]]}[i] = at{k}")
-        elif r.kind == "top_k":
-            vals, idx = (out_name[o] for o in r.outs[1:3])  # values, indices (as lax.top_k)
-            kk = r.k  # a sorted buffer of the best k so far in lax.top_k's order, ties keep the first
-            loop += [f"{ind}p = filled{k}",
-                     f"{ind}take = True",
-                     f"{ind}if p == {kk}:",
-                     f"{ind}    last = {vals}[i, {kk - 1}]",
-                     f"{ind}    take = _tk_key({xv}) > _tk_key(last)",
-                     f"{ind}    p = {kk - 1}",
-                     f"{ind}else:",
-                     f"{ind}    filled{k} = p + 1",
-                     f"{ind}if take:",
-                     f"{ind}    while p > 0:",
-                     f"{ind}        prev = {vals}[i, p - 1]",
-                     f"{ind}        if not _tk_key({xv}) > _tk_key(prev):",
-                     f"{ind}            break",
-                     f"{ind}        {vals}[i, p] = prev",
-                     f"{ind}        {idx}[i, p] = {idx}[i, p - 1]",
-                     f"{ind}        p -= 1",
-                     f"{ind}    {vals}[i, p] = {xv}",
-                     f"{ind}    {idx}[i, p] = j"]
-        elif r.kind == "softmax":
-            m_node, total, products, steps = r.parts
-            loop += [f"{ind}s{k} = {f64}({xv})",
-                     f"{ind}if s{k} > m{k} or s{k} != s{k}:  # a NaN propagates, as max does",
-                     f"{ind}    scale = math.exp(m{k} - s{k})",
-                     f"{ind}    m{k} = s{k}",
-                     f"{ind}    l{k} = l{k} * scale + 1.0"]
-            grow, keep = [], []
-            for p, (_node, v, _) in enumerate(products):
-                rank1 = g[v].type.rank == 1  # type: ignore[union-attr]
-                for f in range(1 if rank1 else g[v].shape[1]):
-                    vj = f"{arg[v]}[j]" if rank1 else f"{arg[v]}[j, {f}]"
-                    grow.append(f"{ind}    a{k}_{p}_{f} = a{k}_{p}_{f} * scale + {f64}({vj})")
-                    keep.append(f"{ind}    a{k}_{p}_{f} += w * {f64}({vj})")
-            loop += grow + [f"{ind}else:", f"{ind}    w = math.exp(s{k} - m{k})",
-                            f"{ind}    l{k} += w"] + keep
-            # the program's shift: its row chain from the max, at this row
-            tail.append(f"mx = {np_type(g[m_node].dtype)}(m{k})")
-            names = {m_node: "mx"}
-            for c in steps:
-                cn = g[c]
-                if cn.op in ROW_OPS:
-                    names[c] = names[cn.inputs[0]]
-                    continue
-                ops = [names.get(q, em.leaf(q, (), ()) if g[q].op == "constant" else "?")
-                       for q in cn.inputs]
-                tail.append(f"r{c} = {np_type(cn.dtype)}({_expr(cn)(ops, cn)})")
-                names[c] = f"r{c}"
-            shift = names[steps[-1]] if steps else "mx"
-            tail.append(f"back = math.exp(m{k} - {f64}({shift}))" if steps else "back = 1.0")
-            tail.append(f"{out_name[m_node]}[i] = mx")
-            if total is not None:
-                tail.append(f"{out_name[total]}[i] = l{k} * back")
-            for p, (node, v, divided) in enumerate(products):
-                rank1 = g[v].type.rank == 1  # type: ignore[union-attr]
-                for f in range(1 if rank1 else g[v].shape[1]):
-                    value = f"a{k}_{p}_{f} / l{k}" if divided else f"a{k}_{p}_{f} * back"
-                    tail.append(f"{out_name[node]}[{'i' if rank1 else f'i, {f}'}] = {value}")
+        xv = em.value(r.value, ind, em.pos("j"), scope, plan.shape)
+        if r.kind == "softmax":
+            more, after = _softmax(plan, arg, out_name, em, k, xv, ind)
+            loop += more
+            tail += after
         else:
-            fold = {"add": "_radd({0}, {1})", "dot": "_radd({0}, {1})", "max": "_max({0}, {1})",
-                    "min": "_min({0}, {1})"}[r.kind]
-            acc_t = "f64" if dtypes.is_float(x.dtype) else x.dtype
-            if r.kind == "dot":
-                rank1 = g[r.v].type.rank == 1  # type: ignore[union-attr]
-                for f in range(1 if rank1 else g[r.v].shape[1]):  # type: ignore[index]
-                    vj = f"{arg[r.v]}[j]" if rank1 else f"{arg[r.v]}[j, {f}]"  # type: ignore[index]
-                    loop.append(f"{ind}acc{k}_{f} = " + fold.format(
-                        f"acc{k}_{f}", f"{np_type(acc_t)}({xv}) * {np_type(acc_t)}({vj})"))
-                    tail.append(f"{out_name[r.outs[0]]}[{'i' if rank1 else f'i, {f}'}] = acc{k}_{f}")
-            else:
-                loop.append(f"{ind}acc{k}_0 = " + fold.format(f"acc{k}_0", f"{np_type(acc_t)}({xv})"))
-                tail.append(f"{out_name[r.outs[0]]}[i] = acc{k}_0")
+            loop += _fold(plan, arg, out_name, k, xv, "j", "", ind)
     lines += ["        " + h for h in head]
-    lines.append("        for j in range(nr):")
+    if blocks:
+        lines += blocks
+        lines.append(f"        for j in range(nr - nr % {lanes}, nr):")
+    else:
+        lines.append("        for j in range(nr):")
     lines += loop
     lines += ["        " + t for t in tail]
     scalars = {"nk": nk, "nr": nr, **em.scalars}
     lines[2] = f"def {KERNEL}({', '.join([*arg.values(), *out_name.values(), *scalars])}):"
+    if blocks:
+        lines.insert(0, "from explorer.backends.vector_math import _vmath4")
     return CpuKernelCode(name, "\n".join(lines) + "\n", True, None, None, 0,
                          tuple(scalars.items()))
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import gpu_mapreduce
+from explorer.backends import gpu_mapreduce, vector_math
 from explorer.backends.cpu_mapreduce import generate
 from explorer.backends.kernel_plan import PlanError
 from explorer.backends.mapreduce_plan import plan_mapreduce
@@ -170,3 +170,93 @@ def test_one_compiled_kernel_serves_every_shape_and_constant_of_a_structure() ->
         np.testing.assert_allclose(got.value, tr.run(stage=0).value, rtol=1e-5, atol=1e-5)
         sources |= {k.source for k in got.kernels if "mapreduce_" in k.source}
     assert len(sources) == 1
+
+
+VECTOR = pytest.mark.skipif(vector_math.symbol("exp", "f32") is None,
+                            reason="no libmvec with AVX2 here: kernels call scalar exp")
+
+
+def _both(tr: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    leaves = jax.tree_util.tree_leaves
+    return ([np.asarray(w) for w in leaves(tr.run().value)],
+            [np.asarray(g) for g in leaves(tr.run(backend="cpu").value)])
+
+
+@VECTOR
+def test_math_libmvec_has_runs_four_columns_per_call() -> None:
+    """exp in the pairwise value: one libmvec call per block of 4 columns, the remaining
+    columns (J = 401 is not a multiple of 4) scalar; sums in one accumulator per lane."""
+    x, y, v = R.standard_normal((300, 3)), R.standard_normal((401, 3)), R.standard_normal(401)
+    tr = gx.explore(kernel_vector, x, y, v, memory_limit="256KiB")
+    (loop,) = _loops(tr)
+    src = generate(plan_mapreduce(loop.attrs["body"]), "k").source
+    assert src.count("_vmath4('_ZGVbN4v_expf'") == 1 and "np.exp(" in src  # blocks, remainder
+    assert "range(nr - nr % 4, nr)" in src and "acc0_0_3" in src
+    (want,), (got,) = _both(tr)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@VECTOR
+def test_lanes_fold_in_column_order() -> None:
+    """top_k and argmax over exp(-d) with every distance tied twice and a NaN: lanes fold
+    one after another, so ties keep the lower index and the NaN ranks as the reference's."""
+    q = R.standard_normal((40, 2))
+    p = np.repeat(R.standard_normal((51, 2)), 2, axis=0)
+    p[9] = np.nan
+
+    def near(q: Any, p: Any) -> Any:
+        # 0.5 - d, not -d: negating flips the NaN's sign, and NumPy's exp (the reference)
+        # makes -NaN +NaN where libm and libmvec keep it (the documented NaN-sign divergence)
+        w = jnp.exp(0.5 - jnp.sum((q[:, None] - p[None]) ** 2, -1))
+        return jax.lax.top_k(w, 5), jnp.argmax(w, 1), jnp.max(w, 1)
+
+    tr = gx.explore(near, q, p, memory_limit="8KiB")
+    for loop in _loops(tr):
+        assert "_vmath4(" in generate(plan_mapreduce(loop.attrs["body"]), "k").source
+    want, got = _both(tr)
+    for w, g in zip(want, got):
+        if w.dtype.kind in "iu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_without_libmvec_kernels_call_scalar_math(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_math, "symbol", lambda c_name, dtype: None)
+    x, y, v = R.standard_normal((300, 3)), R.standard_normal((401, 3)), R.standard_normal(401)
+    tr = gx.explore(kernel_vector, x, y, v, memory_limit="256KiB")
+    (loop,) = _loops(tr)
+    src = generate(plan_mapreduce(loop.attrs["body"]), "k").source
+    assert "_vmath4" not in src and "for j in range(nr):" in src
+
+
+@VECTOR
+def test_libmvec_math_is_within_4_ulp_of_numpy_with_ieee_special_values() -> None:
+    from numba import njit
+
+    from explorer.backends.vector_math import _vmath4
+
+    for c_name, np_fn in (("exp", np.exp), ("log", np.log), ("sin", np.sin), ("tanh", np.tanh)):
+        for dtype, t in (("f64", np.float64), ("f32", np.float32)):
+            sym = vector_math.symbol(c_name, dtype)
+            if sym is None:
+                continue
+
+            @njit
+            def run(x: Any, out: Any, sym: Any = sym) -> None:
+                for b in range(0, x.size, 4):
+                    out[b], out[b + 1], out[b + 2], out[b + 3] = _vmath4(
+                        sym, x[b], x[b + 1], x[b + 2], x[b + 3])
+
+            x = np.concatenate([R.uniform(-30, 30, 4000), R.uniform(0, 1e-3, 4000),
+                                [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 800.0,
+                                 -800.0, 89.0, 1e30, -1.0]]).astype(t)
+            out = np.empty_like(x)
+            run(x, out)
+            with np.errstate(all="ignore"):
+                want = np_fn(x)
+            np.testing.assert_array_equal(np.isnan(out), np.isnan(want), err_msg=f"{sym} NaN")
+            inf, finite = np.isinf(want), np.isfinite(want)
+            np.testing.assert_array_equal(out[inf], want[inf], err_msg=sym)
+            ulps = np.abs(out[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(t))
+            assert ulps.max() <= 4, (sym, ulps.max())
