@@ -209,7 +209,9 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
                 if steps[i].axis != ax or ax is None:
                     return None
                 continue
-            if ax is None or _source(g[i]) or not (pull or n.op == "get_tuple_element"):
+            # a broadcast is a view: pulled in always, so the loop reads its (smaller) source
+            if ax is None or _source(g[i]) or not (pull or n.op == "get_tuple_element"
+                                                   or g[i].op == "broadcast_in_dim"):
                 continue
             back = step_from_result(g, g[i], ax, size)
             # a producer read another way by a node already in the region (the norms of `a`

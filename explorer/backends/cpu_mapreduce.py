@@ -49,6 +49,12 @@ class _Emitter:
     def __init__(self, plan: MapReducePlan, arg: dict[int, str], lines: list[str]) -> None:
         self.plan, self.g, self.arg, self.lines = plan, plan.flat, arg, lines
         self.vector_calls = 0
+        # variables are numbered by the node's place among the pairwise cone and what it
+        # reads, not by its id: bodies of one structure then give one source (one compiled
+        # kernel), whatever else the loop body computes before or after
+        read = set(plan.cone) | {i for c in plan.cone for i in self.g[c].inputs}
+        order = sorted(self.g.nodes, key=lambda n: n.id not in read)  # stable: graph order
+        self.num = {n.id: k for k, n in enumerate(order)}
         # run-time scalars (name, value): constants and loop bounds are arguments, so one
         # compiled kernel serves every program of this structure (numba never frees code)
         self.scalars: dict[str, object] = {}
@@ -62,7 +68,7 @@ class _Emitter:
         n = self.g[i]
         if n.op == "constant" and n.shape == ():
             value = np.asarray(n.attrs["value"].array).astype(dtypes.to_numpy(n.dtype))[()]
-            return self.runtime(f"c{i}", value)
+            return self.runtime(f"c{self.num[i]}", value)
         if n.shape == ():
             return f"{self.arg[i]}[0]"
         dims = dims if dims is not None else tuple(range(len(shape) - n.type.rank, len(shape)))  # type: ignore[union-attr]
@@ -81,10 +87,10 @@ class _Emitter:
         if i not in self.plan.cone:
             return self.leaf(i, shape, vars_)
         if i in scope:
-            return f"v{i}{sfx}"
+            return f"v{self.num[i]}{sfx}"
         n = g[i]
         shape = n.shape
-        out = f"v{i}{sfx}"
+        out = f"v{self.num[i]}{sfx}"
         if n.op == "broadcast_in_dim":
             src = g[n.inputs[0]]
             if src.id in self.plan.cone:
@@ -107,7 +113,7 @@ class _Emitter:
             ident = {"add": 0.0, "max": -np.inf, "min": np.inf}[FOLDS[n.op]]
             fold = {"add": "{0} + {1}", "max": "_max({0}, {1})", "min": "_min({0}, {1})"}
             self.lines.append(f"{indent}{out} = {scalar(ident, n.dtype)}")
-            self.lines.append(f"{indent}for d in range({self.runtime(f'kd{i}', src.shape[2])}):")
+            self.lines.append(f"{indent}for d in range({self.runtime(f'kd{self.num[i]}', src.shape[2])}):")
             inner: set[int] = set(scope)
             text = self.value(src.id, indent + "    ", (*vars_, "d"), inner, src.shape, sfx)
             self.lines.append(f"{indent}    {out} = " + fold[FOLDS[n.op]].format(out, text))
@@ -128,7 +134,7 @@ class _Emitter:
             return [self.value(i, indent, self.pos(j), sc, shape, f"_{lane}")
                     for lane, (j, sc) in enumerate(zip(js, scopes))]
         ins = [self.lanes(k, indent, js, scopes, n.shape) for k in n.inputs]
-        outs = [f"v{i}_{lane}" for lane in range(len(js))]
+        outs = [f"v{self.num[i]}_{lane}" for lane in range(len(js))]
         sym = vector_symbol(n)
         if sym is not None:
             self.lines.append(f"{indent}{', '.join(outs)} = _vmath4('{sym}', {', '.join(ins[0])})")
@@ -145,7 +151,7 @@ class _Emitter:
         """A small dot's contraction for all lanes in one loop over its axis."""
         lc, rc, _, _ = dot_dims(n.attrs)
         a, b = (self.arg[k] for k in n.inputs)
-        outs = [f"v{n.id}_{lane}" for lane in range(len(js))]
+        outs = [f"v{self.num[n.id]}_{lane}" for lane in range(len(js))]
         self.lines += [f"{indent}{out} = {scalar(0, n.dtype)}" for out in outs]
         self.lines.append(f"{indent}for d in range({a}.shape[{lc[0]}]):")
         for out, j in zip(outs, js):
@@ -233,8 +239,8 @@ def _softmax(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str],
             names[c] = names[cn.inputs[0]]
             continue
         ops = [names.get(q, em.leaf(q, (), ()) if g[q].op == "constant" else "?") for q in cn.inputs]
-        tail.append(f"r{c} = {np_type(cn.dtype)}({_expr(cn)(ops, cn)})")
-        names[c] = f"r{c}"
+        tail.append(f"r{em.num[c]} = {np_type(cn.dtype)}({_expr(cn)(ops, cn)})")
+        names[c] = f"r{em.num[c]}"
     shift = names[steps[-1]] if steps else "mx"
     tail.append(f"back = math.exp(m{k} - {f64}({shift}))" if steps else "back = 1.0")
     tail.append(f"{out_name[m_node]}[i] = mx")
