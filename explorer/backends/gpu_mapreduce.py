@@ -242,21 +242,30 @@ class GpuFusedBody:
     def source(self) -> str:
         return self.code.source
 
-    def evaluate(self, args: Sequence[Any], after_step: Any = None, consume: bool = False) -> list[Any]:
-        import cupy as cp
+    @property
+    def xp(self) -> Any:
+        """The array module of the kernel's arguments."""
+        import cupy
 
-        plan = self.plan
+        return cupy
+
+    def launch(self, args: Sequence[Any]) -> None:
+        """The kernel over all rows: one thread each, in blocks of THREADS."""
         if self.kernel is None:
-            self.kernel = cp.RawKernel(self.code.source, self.code.name,
-                                       options=("--std=c++14", "--fmad=false"))
+            self.kernel = self.xp.RawKernel(self.code.source, self.code.name,
+                                            options=("--std=c++14", "--fmad=false"))
+        blocks = (self.code.rows + THREADS - 1) // THREADS
+        self.kernel((blocks,), (THREADS,), tuple(args))
+
+    def evaluate(self, args: Sequence[Any], after_step: Any = None, consume: bool = False) -> list[Any]:
+        plan, xp = self.plan, self.xp
         pre = dict(zip(plan.pre.outputs, self.pre.evaluate(args)))
         t0 = time.perf_counter()
-        outs = {o: cp.empty(t.shape, dtypes.to_numpy(t.dtype))
+        outs = {o: xp.empty(t.shape, dtypes.to_numpy(t.dtype))
                 for o in plan.outs for t in (plan.out_type(o),)}
-        ins = [cp.ascontiguousarray(cp.reshape(pre[i], (1,)) if pre[i].ndim == 0 else pre[i])
+        ins = [xp.ascontiguousarray(xp.reshape(pre[i], (1,)) if pre[i].ndim == 0 else pre[i])
                for i in plan.leaves]
-        blocks = (self.code.rows + THREADS - 1) // THREADS
-        self.kernel((blocks,), (THREADS,), (*ins, *outs.values()))
+        self.launch([*ins, *outs.values()])
         del ins
         self.seconds += time.perf_counter() - t0
         values = {**pre, **outs}
@@ -272,12 +281,14 @@ class GpuFusedBody:
         self.post.compile_bodies()
 
 
-def compile_body(body: Graph, name: str, child: Any) -> GpuFusedBody | None:
+def compile_body(body: Graph, name: str, child: Any,
+                 fused: type[GpuFusedBody] = GpuFusedBody) -> GpuFusedBody | None:
     """The fused form of a split body (`child(graph, prefix)` makes the interpreters of its
-    pre and post parts), or None when it does not have the map-reduce form."""
+    pre and post parts; `fused` is the class that runs it), or None when it does not have
+    the map-reduce form."""
     try:
         plan = plan_mapreduce(body)
         code = generate(plan, "mapreduce_" + name)
     except PlanError:
         return None
-    return GpuFusedBody(plan, name, code, child)
+    return fused(plan, name, code, child)
