@@ -210,28 +210,74 @@ def _fold(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str], k:
     return [f"{ind}acc{k}_0 = _{r.kind}(acc{k}_0, {acc_t}({xv}))"]  # max, min: in order
 
 
+def _softmax_state(plan: MapReducePlan, k: int, sfx: str) -> list[str]:
+    """The head lines of one lane's online-softmax state: running max, sum, products."""
+    g, r = plan.flat, plan.reductions[k]
+    return [f"m{k}{sfx} = {scalar(-np.inf, 'f64')}", f"l{k}{sfx} = {scalar(0, 'f64')}"] + [
+        f"a{k}_{p}_{f}{sfx} = {scalar(0, 'f64')}" for p, (_node, v, _) in enumerate(r.parts[2])
+        for f in range(_width(g, v))]
+
+
+def _softmax_step(plan: MapReducePlan, arg: dict[int, str], k: int, sfx: str, e: str, j: str,
+                  ind: str) -> list[str]:
+    """One lane's online-softmax update with the value s{k}{sfx} at column j, given
+    g{k}{sfx} (it raises the running max, or is NaN) and e = exp(-|s - m|): a new max rescales
+    the sum and products by e; any other value adds its weight e. A -inf adds nothing (its
+    weight exp(-inf - m) is 0, also while m is still -inf, where exp would give NaN)."""
+    g, r = plan.flat, plan.reductions[k]
+    f64 = "np.float64"
+    grow, keep = [], []
+    for p, (_node, v, _) in enumerate(r.parts[2]):
+        rank1 = g[v].type.rank == 1  # type: ignore[union-attr]
+        for f in range(_width(g, v)):
+            vj = f"{f64}({arg[v]}[{j}])" if rank1 else f"{f64}({arg[v]}[{j}, {f}])"
+            acc = f"a{k}_{p}_{f}{sfx}"
+            grow.append(f"{ind}    {acc} = {acc} * {e} + {vj}")
+            keep.append(f"{ind}    {acc} += {e} * {vj}")
+    return [f"{ind}if g{k}{sfx}:", f"{ind}    m{k}{sfx} = s{k}{sfx}",
+            f"{ind}    l{k}{sfx} = l{k}{sfx} * {e} + 1.0", *grow,
+            f"{ind}elif s{k}{sfx} > -math.inf:", f"{ind}    l{k}{sfx} += {e}", *keep]
+
+
+def _softmax_guard(k: int, xv: str, sfx: str, ind: str) -> list[str]:
+    """s, g and the exponent t = -|s - m| of one lane's step (NaN propagates, as max does)."""
+    s, m = f"s{k}{sfx}", f"m{k}{sfx}"
+    return [f"{ind}{s} = np.float64({xv})", f"{ind}g{k}{sfx} = {s} > {m} or {s} != {s}",
+            f"{ind}t{k}{sfx} = {m} - {s} if g{k}{sfx} else {s} - {m}"]
+
+
+def _softmax_merge(plan: MapReducePlan, k: int, lanes: int) -> list[str]:
+    """Tail lines folding lanes 1.. into lane 0's state (each rescaled to the common max),
+    then the row's whole-row rule: a row whose max is -inf sums exp(-inf - -inf) = NaN."""
+    g, r = plan.flat, plan.reductions[k]
+    accs = [f"l{k}"] + [f"a{k}_{p}_{f}" for p, (_node, v, _) in enumerate(r.parts[2])
+                        for f in range(_width(g, v))]
+    lines = []
+    if lanes > 1:
+        sfxs = [""] + [f"_{lane}" for lane in range(1, lanes)]
+        lines.append(f"mm = m{k}")
+        lines += [f"mm = _max(mm, m{k}{sfx})" for sfx in sfxs[1:]]
+        for sfx in sfxs:
+            lines.append(f"sc{sfx} = 1.0 if m{k}{sfx} == mm else math.exp(m{k}{sfx} - mm)")
+        lines += [f"{a} = " + " + ".join(f"{a}{sfx} * sc{sfx}" for sfx in sfxs) for a in accs]
+        lines.append(f"m{k} = mm")
+    lines.append(f"if m{k} == -math.inf:")
+    lines += [f"    {a} = math.nan" for a in accs]
+    return lines
+
+
 def _softmax(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str], em: _Emitter,
-             k: int, xv: str, ind: str) -> tuple[list[str], list[str]]:
+             k: int, xv: str, ind: str, lanes: int) -> tuple[list[str], list[str]]:
     """(loop lines, tail lines) of an online softmax fold: a running maximum, with the sum
-    and the products rescaled when it grows."""
+    and the products rescaled when it grows; the tail first merges the state of `lanes`
+    lanes (the blocked sweep's)."""
     g, r = plan.flat, plan.reductions[k]
     f64 = "np.float64"
     m_node, total, products, steps = r.parts
-    loop = [f"{ind}s{k} = {f64}({xv})",
-            f"{ind}if s{k} > m{k} or s{k} != s{k}:  # a NaN propagates, as max does",
-            f"{ind}    scale = math.exp(m{k} - s{k})",
-            f"{ind}    m{k} = s{k}",
-            f"{ind}    l{k} = l{k} * scale + 1.0"]
-    grow, keep = [], []
-    for p, (_node, v, _) in enumerate(products):
-        rank1 = g[v].type.rank == 1  # type: ignore[union-attr]
-        for f in range(_width(g, v)):
-            vj = f"{arg[v]}[j]" if rank1 else f"{arg[v]}[j, {f}]"
-            grow.append(f"{ind}    a{k}_{p}_{f} = a{k}_{p}_{f} * scale + {f64}({vj})")
-            keep.append(f"{ind}    a{k}_{p}_{f} += w * {f64}({vj})")
-    loop += grow + [f"{ind}else:", f"{ind}    w = math.exp(s{k} - m{k})", f"{ind}    l{k} += w"] + keep
+    loop = _softmax_guard(k, xv, "", ind) + [f"{ind}e{k} = math.exp(t{k})"]
+    loop += _softmax_step(plan, arg, k, "", f"e{k}", "j", ind)
     # the program's shift: its row chain from the max, at this row
-    tail = [f"mx = {np_type(g[m_node].dtype)}(m{k})"]
+    tail = _softmax_merge(plan, k, lanes) + [f"mx = {np_type(g[m_node].dtype)}(m{k})"]
     names = {m_node: "mx"}
     for c in steps:
         cn = g[c]
@@ -256,22 +302,34 @@ def _softmax(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str],
 
 def _lane_loop(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str]) -> list[str] | None:
     """The sweep over j in blocks of LANES columns, each math function libmvec has computed
-    for the block in one vector call; None when that would call none (or a fold is an online
-    softmax, whose rescaling is sequential)."""
-    if any(r.kind == "softmax" for r in plan.reductions):
-        return None
+    for the block in one vector call (an online softmax's exp too: each lane keeps its own
+    running max, merged at the row's end); None when that would call none."""
     lanes = vector_math.LANES
     js = [f"j{lane}" for lane in range(lanes)]
+    sfxs = [f"_{lane}" if lane else "" for lane in range(lanes)]
     ind = " " * 12
     body = [f"{ind}{j} = jb + {lane}" for lane, j in enumerate(js)]
     em = _Emitter(plan, arg, body)
     scopes: list[set[int]] = [set() for _ in js]
     values = [em.lanes(r.value, ind, js, scopes, plan.shape) for r in plan.reductions]
-    if not em.vector_calls:
+    exp = vector_math.symbol("exp", "f64")
+    softmax = [k for k, r in enumerate(plan.reductions) if r.kind == "softmax"]
+    if softmax and exp is None:
+        return None
+    if not em.vector_calls and not softmax:
         return None
     for k in range(len(plan.reductions)):
-        for lane, j in enumerate(js):
-            body += _fold(plan, arg, out_name, k, values[k][lane], j, f"_{lane}" if lane else "", ind)
+        if k in softmax:
+            for xv, sfx in zip(values[k], sfxs):
+                body += _softmax_guard(k, xv, sfx, ind)
+            es = [f"e{k}{sfx}" for sfx in sfxs]
+            body.append(f"{ind}{', '.join(es)} = _vmath4('{exp}', "
+                        f"{', '.join(f't{k}{sfx}' for sfx in sfxs)})")
+            for e, j, sfx in zip(es, js, sfxs):
+                body += _softmax_step(plan, arg, k, sfx, e, j, ind)
+            continue
+        for j, xv, sfx in zip(js, values[k], sfxs):
+            body += _fold(plan, arg, out_name, k, xv, j, sfx, ind)
     return [f"        for jb in range(0, nr - nr % {lanes}, {lanes}):", *body]
 
 
@@ -299,9 +357,8 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
         elif r.kind == "top_k":
             head.append(f"filled{k} = 0")
         elif r.kind == "softmax":
-            head += [f"m{k} = {scalar(-np.inf, 'f64')}", f"l{k} = {scalar(0, 'f64')}"]
-            head += [f"a{k}_{p}_{f} = {scalar(0, 'f64')}" for p, (_node, v, _) in enumerate(r.parts[2])
-                     for f in range(_width(g, v))]
+            for lane in range(lanes):
+                head += _softmax_state(plan, k, f"_{lane}" if lane else "")
         else:
             ident = {"add": 0.0, "dot": 0.0, "max": -np.inf, "min": np.inf}[r.kind]
             per_lane = lanes if r.kind in ("add", "dot") else 1
@@ -318,7 +375,7 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     for k, r in enumerate(plan.reductions):
         xv = em.value(r.value, ind, em.pos("j"), scope, plan.shape)
         if r.kind == "softmax":
-            more, after = _softmax(plan, arg, out_name, em, k, xv, ind)
+            more, after = _softmax(plan, arg, out_name, em, k, xv, ind, lanes)
             loop += more
             tail += after
         else:

@@ -173,9 +173,14 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
             loop += [f"{ind}{{ const double s = (double){xv};",
                      f"{ind}if (s > m{k} || s != s) {{ const double scale = exp(m{k} - s); m{k} = s;",
                      f"{ind}  l{k} = l{k} * scale + 1.0;", *grow,
-                     f"{ind}}} else {{ const double w = exp(s - m{k}); l{k} += w;", *keep,
-                     f"{ind}}} }}"]
+                     # a -inf adds nothing (exp(-inf - -inf) would be NaN while m is -inf)
+                     f"{ind}}} else if (s > -_inf()) {{ const double w = exp(s - m{k}); l{k} += w;",
+                     *keep, f"{ind}}} }}"]
             mt = c_type(g[m_node].dtype)
+            # a row whose max is -inf sums exp(-inf - -inf) = NaN, as the program does
+            tail.append(f"if (m{k} == -_inf()) {{ l{k} = _nan(); " + "".join(
+                f"a{k}_{p}_{f} = _nan(); " for p, (_n, v, _) in enumerate(products)
+                for f in range(width(v))) + "}")
             tail.append(f"const {mt} mx{k} = ({mt})m{k};")
             names = {m_node: f"mx{k}"}
             for c in steps:

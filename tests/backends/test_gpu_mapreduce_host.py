@@ -17,13 +17,17 @@ from explorer.backends.mapreduce_plan import plan_mapreduce
 from explorer.backends.reference import NumpyInterpreter
 from explorer.passes.split import InfeasibleMemoryLimit
 from tests.backends.cuda_host import HostCudaInterpreter, HostFusedBody, host_compiler, nvcc_ptx
+from tests.backends.test_mapreduce import masked_args, masked_logsumexp, masked_softmax
 from tests.memory_programs import random_program
 from tests.test_memory_safe import ISSUE
 
 pytestmark = pytest.mark.skipif(host_compiler() is None, reason="no g++ to build the host kernels")
 
 SEEDS = range(16)
+_R = np.random.default_rng(5)
 PROGRAMS = {**{name: (fn, args, limit) for name, (fn, args, limit) in ISSUE.items()},
+            "softmax with -inf": (masked_softmax, masked_args(_R), 65536),
+            "logsumexp with -inf": (masked_logsumexp, masked_args(_R), 65536),
             **{f"memory seed {s}": s for s in SEEDS}}
 
 

@@ -260,3 +260,54 @@ def test_libmvec_math_is_within_4_ulp_of_numpy_with_ieee_special_values() -> Non
             np.testing.assert_array_equal(out[inf], want[inf], err_msg=sym)
             ulps = np.abs(out[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(t))
             assert ulps.max() <= 4, (sym, ulps.max())
+
+
+def _masked(q: Any, k: Any, col: Any, row: Any) -> Any:
+    return q @ k.T + col[None, :] + row[:, None]
+
+
+def masked_softmax(q: Any, k: Any, v: Any, col: Any, row: Any) -> Any:
+    """softmax(QK^T + mask) V, with -inf in the mask: the first columns (every lane's first
+    values) and one whole row."""
+    return jax.nn.softmax(_masked(q, k, col, row), -1) @ v
+
+
+def masked_logsumexp(q: Any, k: Any, v: Any, col: Any, row: Any) -> Any:
+    s = _masked(q, k, col, row)
+    m = jnp.max(s, 1, keepdims=True)
+    return jnp.log(jnp.sum(jnp.exp(s - m), 1)) + m[:, 0]
+
+
+def masked_args(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    col, row = np.zeros(203), np.zeros(64)
+    col[:6] = col[100] = row[3] = -np.inf
+    return (rng.standard_normal((64, 4)), rng.standard_normal((203, 4)),
+            rng.standard_normal((203, 2)), col, row)
+
+
+@pytest.mark.parametrize("fn", [masked_softmax, masked_logsumexp])
+def test_online_softmax_with_minus_inf_as_the_reference(fn: Any) -> None:
+    """A -inf weighs 0 also while the running max is still -inf (exp(-inf - -inf) would be a
+    NaN that no later rescaling removes); a row whose max is -inf gives NaN, as the program."""
+    tr = gx.explore(fn, *masked_args(R), memory_limit="64KiB")
+    for loop in _loops(tr):
+        plan_mapreduce(loop.attrs["body"])  # the map-reduce form: one kernel per chunk
+    (want,), (got,) = _both(tr)
+    assert np.isnan(want[3]).all() and not np.isnan(np.delete(want, 3, 0)).any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@VECTOR
+def test_online_softmax_runs_four_lanes_each_with_its_running_max() -> None:
+    x, y, v = R.standard_normal((90, 3)), R.standard_normal((401, 3)), R.standard_normal((401, 3))
+    y[7] *= 30  # one lane's max jumps late, by far
+
+    def attention(x: Any, y: Any, v: Any) -> Any:
+        return jax.nn.softmax(x @ y.T, -1) @ v
+
+    tr = gx.explore(attention, x, y, v, memory_limit="64KiB")
+    (loop,) = _loops(tr)
+    src = generate(plan_mapreduce(loop.attrs["body"]), "k").source
+    assert "_vmath4('_ZGVdN4v_exp', t0, t0_1, t0_2, t0_3)" in src and "mm = _max(mm, m0_3)" in src
+    (want,), (got,) = _both(tr)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
