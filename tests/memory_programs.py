@@ -24,6 +24,9 @@ class MemoryProgram:
     name: str
     fn: Callable[..., Any]
     args: tuple[np.ndarray, ...]
+    # for an end that returns indices (top_k, argmin): the values it ranks and the axis it
+    # ranks along, so that a test can tell a near-tie broken the other way from a wrong index
+    ranked: Callable[..., tuple[Any, int]] | None = None
 
 
 def random_program(seed: int) -> MemoryProgram:
@@ -68,4 +71,8 @@ def random_program(seed: int) -> MemoryProgram:
             rng.standard_normal(m).astype(dt), rng.standard_normal(m).astype(dt))
     name = (f"seed{seed}: {'dist' if distance else 'dot'}[{n}x{m}x{d}] {dt.__name__} "
             f"{'+'.join(chain) or '-'} -> {end}{'' if end in ('matvec', 'softmax_v', 'top_k') else axis}")
-    return MemoryProgram(name, fn, args)
+    def ranked(x: Any, y: Any, r: Any, v: Any) -> tuple[Any, int]:
+        s = pairwise(x, y, r)
+        return (-s, 1) if end == "top_k" else (s, axis)
+
+    return MemoryProgram(name, fn, args, ranked if end in ("top_k", "argmin") else None)

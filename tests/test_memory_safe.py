@@ -34,7 +34,12 @@ def _explore(fn: Callable, args: tuple, limit: int) -> tuple[Any, int]:
         return gx.explore(fn, *args, memory_limit=e.needed), e.needed
 
 
-def _check_runs_under(tr: Any, limit: int, label: str) -> None:
+def _check_runs_under(tr: Any, limit: int, label: str,
+                      ranked: tuple[np.ndarray, int] | None = None) -> None:
+    """Measured peaks under the limit and the plan on every backend, and the values right.
+    Indices are checked against `ranked` (the values ranked, the axis) where given: the
+    values they pick must be the reference's picks' values, within rounding, so that a
+    near-tie broken the other way passes and a wrong index does not."""
     want = np.asarray(tr.run(stage=0).value) if tr.stages[0].cost.peak_bytes < 2**26 else None
     if want is not None and want.dtype.kind in "iu":
         # indices: exact ties (a saturated tanh, say) break by rounding, which the rewrites
@@ -49,7 +54,13 @@ def _check_runs_under(tr: Any, limit: int, label: str) -> None:
             f"{label} on {backend}: measured {r.peak_bytes:,} > planned {planned:,} + reserve")
         if want is not None:
             got = np.asarray(r.value)
-            if got.dtype.kind in "iu":  # indices: near-ties break either way in float32,
+            if got.dtype.kind in "iu" and ranked is not None:
+                scores, axis = ranked
+                picked = [np.take_along_axis(scores, np.expand_dims(i, axis) if i.ndim < scores.ndim
+                                             else i, axis) for i in (got, want)]
+                rtol = 2e-3 if scores.dtype == np.float32 else 1e-7
+                np.testing.assert_allclose(*picked, rtol=rtol, atol=rtol, err_msg=label)
+            elif got.dtype.kind in "iu":  # indices: near-ties break either way in float32,
                 # where NumPy's SIMD tanh/exp and numba's libm round differently
                 single = any(np.asarray(a).dtype == np.float32 for a in tr.example_args)
                 assert np.mean(got == want) > (0.8 if single else 0.95), label
@@ -120,7 +131,11 @@ def test_random_memory_programs_stay_under_the_limit(seed: int) -> None:
     factor = 10 + (seed * 37) % 91  # 10x to 100x below the naive temporaries
     limit = max(naive // factor, 128 * 1024)
     tr, limit = _explore(prog.fn, prog.args, limit)
-    _check_runs_under(tr, limit, f"{prog.name}, limit {limit:,} (naive {naive:,})")
+    ranked = None
+    if prog.ranked is not None:
+        scores, axis = prog.ranked(*prog.args)
+        ranked = (np.asarray(scores), axis)
+    _check_runs_under(tr, limit, f"{prog.name}, limit {limit:,} (naive {naive:,})", ranked)
 
 
 def test_float_to_int_conversion_of_column_chunks_stays_under_the_limit() -> None:
