@@ -71,9 +71,9 @@ def within_tolerance(error: float, want: Sequence[np.ndarray]) -> bool:
 
 
 def repeat(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
-    """Seconds of `repeats` calls after `warmup` calls; `fn` must block until done."""
-    for _ in range(warmup):
-        fn()
+    """Seconds of `repeats` calls after a warm-up of at least `warmup` calls (and of
+    registry.WARM_S seconds); `fn` must block until done."""
+    registry.warm_up(fn, warmup)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -173,6 +173,23 @@ def run_graph(graph: Graph, args: Sequence[Any], name: str = "reference",
     return executable(graph, name, options).run(args)
 
 
+# The least time a warm-up runs before timing. The worker threads of what ran before
+# (OpenBLAS's spin 2^28 cycles after each call: 0.1-0.25 s) still hold the cores: measured on
+# 2 cores, XLA's 1024^2 matmul took 14 ms instead of 7 for about 100 ms after a NumPy dot, so
+# whichever of two programs was timed second after our CPU backend looked 2x slower. Sleeping
+# them off instead lets the cores idle down, which slows the next millisecond-long program.
+WARM_S = 0.3
+
+
+def warm_up(fn: Any, calls: int) -> None:
+    """Call `fn` `calls` times, and on until WARM_S seconds have passed."""
+    t0 = time.perf_counter()
+    done = 0
+    while done < calls or time.perf_counter() - t0 < WARM_S:
+        fn()
+        done += 1
+
+
 def time_graph(graph: Graph, args: Sequence[Any], name: str,
                options: CompileOptions | None = None, repeats: int = 5,
                warmup: int = 1) -> list[float]:
@@ -180,8 +197,7 @@ def time_graph(graph: Graph, args: Sequence[Any], name: str,
     allocation). Arguments are moved to the device once, before timing."""
     exe = executable(graph, name, options)
     prepared = exe.prepare(args)
-    for _ in range(warmup):
-        exe.execute(prepared)
+    warm_up(lambda: exe.execute(prepared), warmup)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
