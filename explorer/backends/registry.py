@@ -182,10 +182,11 @@ WARM_S = 0.3
 
 
 def warm_up(fn: Any, calls: int) -> None:
-    """Call `fn` `calls` times, and on until WARM_S seconds have passed."""
+    """Call `fn` `calls` times, and on until WARM_S seconds have passed (none at all for
+    calls=0: a caller that times a long run once, cold)."""
     t0 = time.perf_counter()
     done = 0
-    while done < calls or time.perf_counter() - t0 < WARM_S:
+    while calls and (done < calls or time.perf_counter() - t0 < WARM_S):
         fn()
         done += 1
 
