@@ -126,26 +126,43 @@ def ours(fn: Callable, args: tuple, limit: str, reference: bool = True, key: str
     return c.value
 
 
-def keops_row(x: np.ndarray, y: np.ndarray, v: np.ndarray, key: str = "") -> np.ndarray | None:
+def keops_call(make: Callable[[Any], Callable[[], np.ndarray]], key: str, warm: bool = True,
+               label: str = "KeOps (pykeops, CPU)") -> np.ndarray | None:
+    """KeOps's run of the call `make(LazyTensor)` builds, timed once after a warm-up call
+    (which compiles its kernel with the machine's g++ the first time, then cached on disk)."""
     try:
         from pykeops.numpy import LazyTensor
     except Exception as e:  # not installed, or it cannot build here
-        row("KeOps (pykeops, CPU)", None, "-", note=f"skipped: {type(e).__name__}: {e}")
+        row(label, None, "-", note=f"skipped: {type(e).__name__}: {e}")
         return None
-    k = (-0.5 * ((LazyTensor(x[:, None, :]) - LazyTensor(y[None, :, :])) ** 2).sum(-1)).exp()
-    if len(x) <= 20_000:
-        k @ v[:, None]  # compiles the kernel on first use (cached on disk for larger N)
+    call = make(LazyTensor)
+    if warm:
+        call()
     t0 = time.perf_counter()
-    out = (k @ v[:, None])[:, 0]
-    CALLS[f"keops{key}"] = lambda: k @ v[:, None]
+    out = call()
     TIMES[f"keops{key}"] = time.perf_counter() - t0
-    row("KeOps (pykeops, CPU)", TIMES[f"keops{key}"], "n/a", note="C++ kernel, no temporaries")
+    CALLS[f"keops{key}"] = call
+    row(label, TIMES[f"keops{key}"], "n/a", note="C++ kernel, no temporaries")
     return out
+
+
+def _sq_dist(lazy: Any, x: np.ndarray, y: np.ndarray) -> Any:
+    return ((lazy(x[:, None, :]) - lazy(y[None, :, :])) ** 2).sum(-1)
+
+
+def keops_row(x: np.ndarray, y: np.ndarray, v: np.ndarray, key: str = "") -> np.ndarray | None:
+    """KeOps's Sum reduction: exp(-|x_i - y_j|^2 / 2) @ v."""
+    def make(lazy: Any) -> Callable[[], np.ndarray]:
+        k = (-0.5 * _sq_dist(lazy, x, y)).exp()
+        return lambda: (k @ v[:, None])[:, 0]
+
+    return keops_call(make, key, warm=len(x) <= 20_000)
 
 
 def bench_kernel_vector(n: int, limit: str, baselines: bool, naive_cap: float,
                         reference: bool = True) -> None:
     rng = np.random.default_rng(0)
+    key = f"@kernel-vector N={n:,}"
     x, y, v = rng.standard_normal((n, 3)), rng.standard_normal((n, 3)), rng.standard_normal(n)
     print(f"kernel-vector product, float64, N=M={n:,}, D=3 (dense kernel "
           f"{format_bytes(n * n * 8)}, naive difference {format_bytes(n * n * 24)})")
@@ -161,19 +178,40 @@ def bench_kernel_vector(n: int, limit: str, baselines: bool, naive_cap: float,
         chunked, s, pk = measured(lambda: numpy_chunked(x, y, v))
         row("NumPy hand-chunked (256 rows)", s, pk)
         want = chunked if want is None else want
-        jit_row(kernel_vector, x, y, v, key=f"@{n}")
+        jit_row(kernel_vector, x, y, v, key=key)
     if not reference:  # compile the CPU kernels' structure before the long timed run
         small = tuple(a[:2000] for a in (x, y, v))
         gx.explore(kernel_vector, *small, options=gx.CompileOptions(gx.parse_bytes("1MiB"), "cpu")
                    ).run(backend="cpu")
-    keops = keops_row(x, y, v, key=f"@{n}")
+    keops = keops_row(x, y, v, key=key)
     want = keops if want is None else want
-    got = ours(kernel_vector, (x, y, v), limit, reference, key=f"@{n}")
+    got = ours(kernel_vector, (x, y, v), limit, reference, key=key)
     if baselines:
-        interleaved(f"@{n}")
+        interleaved(key)
     if want is not None:
         err = float(np.max(np.abs(np.asarray(got) - want)) / np.max(np.abs(want)))
         print(f"  max relative difference ours vs {'NumPy' if baselines else 'KeOps'}: {err:.1e}")
+
+
+def logsumexp(x: Any, y: Any) -> Any:
+    s = -0.5 * jnp.sum((x[:, None] - y[None]) ** 2, -1)
+    m = jnp.max(s, 1, keepdims=True)
+    return jnp.log(jnp.sum(jnp.exp(s - m), 1)) + m[:, 0]
+
+
+def bench_logsumexp(n: int, limit: str) -> None:
+    """KeOps's LogSumExp reduction against ours (an online softmax fold) and jax.jit."""
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    print(f"logsumexp_j(-|x_i - y_j|^2 / 2), float64, N=M={n:,}, D=3")
+    key = f"@logsumexp N={n:,}"
+    want = jit_row(logsumexp, x, y, key=key)
+    keops = keops_call(lambda lazy: lambda: (-0.5 * _sq_dist(lazy, x, y)).logsumexp(dim=1)[:, 0],
+                       key)
+    got = np.asarray(ours(logsumexp, (x, y), limit, key=key))
+    rel = lambda other: float(np.max(np.abs(got - other) / np.abs(other)))  # noqa: E731
+    print(f"  max relative difference ours vs jax.jit: {rel(want):.1e}"
+          + ("" if keops is None else f", vs KeOps: {rel(keops):.1e}"))
 
 
 def bench_knn(queries: int, points: int, limit: str) -> None:
@@ -181,9 +219,13 @@ def bench_knn(queries: int, points: int, limit: str) -> None:
     q, p = rng.standard_normal((queries, 3)), rng.standard_normal((points, 3))
     print(f"kNN, k=10, {queries:,} queries x {points:,} points, d=3, float64 (distances "
           f"{format_bytes(queries * points * 8)})")
-    want = jit_row(knn, q, p)
-    got = np.asarray(ours(knn, (q, p), limit))
-    print(f"  neighbours equal to jax.jit's: {np.mean(got == want):.4%}")
+    key = f"@kNN {queries:,} queries"
+    want = jit_row(knn, q, p, key=key)
+    keops = keops_call(lambda lazy: lambda: _sq_dist(lazy, q, p).argKmin(K=10, dim=1), key,
+                       label="KeOps (pykeops, CPU, ArgKMin)")
+    got = np.asarray(ours(knn, (q, p), limit, key=key))
+    print(f"  neighbours equal to jax.jit's: {np.mean(got == want):.4%}"
+          + ("" if keops is None else f", to KeOps's: {np.mean(got == keops):.4%}"))
 
 
 def interleaved(key: str, rounds: int = 3) -> None:
@@ -205,12 +247,11 @@ def interleaved(key: str, rounds: int = 3) -> None:
 
 def ratios() -> None:
     print("ratios (same run):")
-    for n in (20_000, 200_000):
-        ours_s = TIMES.get(f"ours@{n}")
+    for key in dict.fromkeys(k[len("ours"):] for k in TIMES if k.startswith("ours")):
         for base in ("keops", "jax.jit"):
-            other = TIMES.get(f"{base}@{n}")
-            if ours_s is not None and other is not None:
-                print(f"  kernel-vector N={n:,}: ours (CPU) / {base} = {ours_s / other:.2f}")
+            other = TIMES.get(f"{base}{key}")
+            if other is not None:
+                print(f"  {key[1:]}: ours (CPU) / {base} = {TIMES[f'ours{key}'] / other:.2f}")
 
 
 def main() -> None:
@@ -232,6 +273,7 @@ def main() -> None:
         bench_kernel_vector(200_000, "256MiB", False, args.naive_cap)
     else:
         print("kernel-vector product at N=200,000 under 256MiB: run with --full or --large")
+    bench_logsumexp(20_000, "64MiB")
     bench_knn(10_000 if args.full else 1_000, 100_000, "256MiB")
     ratios()
     print(f"load average: {os.getloadavg()}")

@@ -42,6 +42,9 @@ def vector_symbol(n: Node) -> str | None:
     return vector_math.symbol(c_call.group(1), n.dtype) if c_call else None
 
 
+UNROLL = 4  # contractions over at most this many features are written out term by term
+
+
 class _Emitter:
     """Scalar code for the cone at one (i, j) point (and [I, J, D] values in inner loops), or
     at LANES points (i, j0..j3) with vector math calls."""
@@ -99,15 +102,7 @@ class _Emitter:
                 text = self.leaf(src.id, shape, vars_, tuple(n.attrs["broadcast_dimensions"]))
             self.lines.append(f"{indent}{out} = {text}")
         elif n.op == "dot_general":
-            lc, rc, _, _ = dot_dims(n.attrs)
-            a, b = n.inputs
-            ia, ib = ["", ""], ["", ""]
-            ia[lc[0]], ia[1 - lc[0]] = "d", vars_[0]
-            ib[rc[0]], ib[1 - rc[0]] = "d", vars_[1]
-            self.lines.append(f"{indent}{out} = {scalar(0, n.dtype)}")
-            self.lines.append(f"{indent}for d in range({self.arg[a]}.shape[{lc[0]}]):")
-            self.lines.append(f"{indent}    {out} += {self.arg[a]}[{', '.join(ia)}] * "
-                              f"{self.arg[b]}[{', '.join(ib)}]")
+            self.contraction(n, indent, [(out, (vars_[0], vars_[1]))])
         elif n.op in FOLDS:  # an inner fold over the third axis
             src = g[n.inputs[0]]
             ident = {"add": 0.0, "max": -np.inf, "min": np.inf}[FOLDS[n.op]]
@@ -148,20 +143,35 @@ class _Emitter:
         return outs
 
     def lane_dot(self, n: Node, indent: str, js: Sequence[str], scopes: list[set[int]]) -> list[str]:
-        """A small dot's contraction for all lanes in one loop over its axis."""
-        lc, rc, _, _ = dot_dims(n.attrs)
-        a, b = (self.arg[k] for k in n.inputs)
+        """A small dot's contraction for all lanes at once."""
         outs = [f"v{self.num[n.id]}_{lane}" for lane in range(len(js))]
-        self.lines += [f"{indent}{out} = {scalar(0, n.dtype)}" for out in outs]
-        self.lines.append(f"{indent}for d in range({a}.shape[{lc[0]}]):")
-        for out, j in zip(outs, js):
-            ia, ib = ["", ""], ["", ""]
-            ia[lc[0]], ia[1 - lc[0]] = "d", self.pos(j)[0]
-            ib[rc[0]], ib[1 - rc[0]] = "d", self.pos(j)[1]
-            self.lines.append(f"{indent}    {out} += {a}[{', '.join(ia)}] * {b}[{', '.join(ib)}]")
+        self.contraction(n, indent, [(out, self.pos(j)) for out, j in zip(outs, js)])
         for sc in scopes:
             sc.add(n.id)
         return outs
+
+    def contraction(self, n: Node, indent: str, outs: Sequence[tuple[str, tuple[str, str]]]) -> None:
+        """`out = sum_d a[row, d] * b[col, d]` for each (out, (row, col)), summed in order of d:
+        written out term by term for up to UNROLL features (a kernel per feature count: the
+        loop's overhead was a third of a d = 3 kNN sweep), else one loop over d."""
+        lc, rc, _, _ = dot_dims(n.attrs)
+        a, b = n.inputs
+        size = self.g[a].shape[lc[0]]
+
+        def term(d: str, pos: tuple[str, str]) -> str:
+            ia, ib = ["", ""], ["", ""]
+            ia[lc[0]], ia[1 - lc[0]] = d, pos[0]
+            ib[rc[0]], ib[1 - rc[0]] = d, pos[1]
+            return f"{self.arg[a]}[{', '.join(ia)}] * {self.arg[b]}[{', '.join(ib)}]"
+
+        zero = scalar(0, n.dtype)
+        if size <= UNROLL:
+            self.lines += [f"{indent}{out} = " + " + ".join([zero, *(term(str(d), pos) for d in range(size))])
+                           for out, pos in outs]
+            return
+        self.lines += [f"{indent}{out} = {zero}" for out, _ in outs]
+        self.lines.append(f"{indent}for d in range({self.arg[a]}.shape[{lc[0]}]):")
+        self.lines += [f"{indent}    {out} += {term('d', pos)}" for out, pos in outs]
 
 
 def _width(g: Graph, v: int | None) -> int:
@@ -181,24 +191,27 @@ def _fold(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str], k:
     if r.kind == "top_k":
         vals, idx = (out_name[o] for o in r.outs[1:3])  # values, indices (as lax.top_k)
         kk = r.k  # a sorted buffer of the best k so far in lax.top_k's order, ties keep the first
-        return [f"{ind}p = filled{k}",
-                f"{ind}take = True",
-                f"{ind}if p == {kk}:",
-                f"{ind}    last = {vals}[i, {kk - 1}]",
-                f"{ind}    take = _tk_key({xv}) > _tk_key(last)",
-                f"{ind}    p = {kk - 1}",
-                f"{ind}else:",
-                f"{ind}    filled{k} = p + 1",
-                f"{ind}if take:",
-                f"{ind}    while p > 0:",
-                f"{ind}        prev = {vals}[i, p - 1]",
-                f"{ind}        if not _tk_key({xv}) > _tk_key(prev):",
-                f"{ind}            break",
-                f"{ind}        {vals}[i, p] = prev",
-                f"{ind}        {idx}[i, p] = {idx}[i, p - 1]",
-                f"{ind}        p -= 1",
-                f"{ind}    {vals}[i, p] = {xv}",
-                f"{ind}    {idx}[i, p] = {j}"]
+        # once the buffer is full, most values fall below its k-th (kth{k}): one comparison
+        # rejects them (a NaN compares false and takes the ordered path, as a tie does)
+        insert = [f"p = filled{k}",
+                  "take = True",
+                  f"if p == {kk}:",
+                  f"    take = _tk_key({xv}) > _tk_key(kth{k})",
+                  f"    p = {kk - 1}",
+                  "else:",
+                  f"    filled{k} = p + 1",
+                  "if take:",
+                  "    while p > 0:",
+                  f"        prev = {vals}[i, p - 1]",
+                  f"        if not _tk_key({xv}) > _tk_key(prev):",
+                  "            break",
+                  f"        {vals}[i, p] = prev",
+                  f"        {idx}[i, p] = {idx}[i, p - 1]",
+                  "        p -= 1",
+                  f"    {vals}[i, p] = {xv}",
+                  f"    {idx}[i, p] = {j}",
+                  f"    kth{k} = {vals}[i, {kk - 1}]"]
+        return [f"{ind}if filled{k} < {kk} or not {xv} < kth{k}:", *(f"{ind}    {x}" for x in insert)]
     acc_t = np_type("f64" if dtypes.is_float(g[r.value].dtype) else g[r.value].dtype)
     if r.kind == "dot":
         rank1 = g[r.v].type.rank == 1  # type: ignore[union-attr,index]
@@ -316,7 +329,7 @@ def _lane_loop(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str
     softmax = [k for k, r in enumerate(plan.reductions) if r.kind == "softmax"]
     if softmax and exp is None:
         return None
-    if not em.vector_calls and not softmax:
+    if not em.vector_calls and not softmax and all(r.kind != "top_k" for r in plan.reductions):
         return None
     for k in range(len(plan.reductions)):
         if k in softmax:
@@ -327,6 +340,12 @@ def _lane_loop(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str
                         f"{', '.join(f't{k}{sfx}' for sfx in sfxs)})")
             for e, j, sfx in zip(es, js, sfxs):
                 body += _softmax_step(plan, arg, k, sfx, e, j, ind)
+            continue
+        if plan.reductions[k].kind == "top_k":  # the block's four below the k-th: one test
+            below = " and ".join(f"{xv} < kth{k}" for xv in values[k])
+            body.append(f"{ind}if not (filled{k} == {plan.reductions[k].k} and {below}):")
+            for j, xv in zip(js, values[k]):
+                body += _fold(plan, arg, out_name, k, xv, j, "", ind + "    ")
             continue
         for j, xv, sfx in zip(js, values[k], sfxs):
             body += _fold(plan, arg, out_name, k, xv, j, sfx, ind)
@@ -355,7 +374,7 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
             head += [f"best{k} = {scalar(-np.inf if r.kind == 'argmax' else np.inf, t)}", f"at{k} = 0"]
             tail.append(f"{out_name[r.outs[0]]}[i] = at{k}")
         elif r.kind == "top_k":
-            head.append(f"filled{k} = 0")
+            head += [f"filled{k} = 0", f"kth{k} = {out_name[r.outs[1]]}[i, 0]"]  # set once full
         elif r.kind == "softmax":
             for lane in range(lanes):
                 head += _softmax_state(plan, k, f"_{lane}" if lane else "")

@@ -147,18 +147,21 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
             tail.append(f"{out_name[r.outs[0]]}[i] = at{k};")
         elif r.kind == "top_k":
             vals, idx, kk = out_name[r.outs[1]], out_name[r.outs[2]], r.k
-            head.append(f"int filled{k} = 0;")
-            loop += [f"{ind}{{",
+            head += [f"int filled{k} = 0;", f"{t} kth{k} = 0;  // the k-th best, once full"]
+            # once full, most values fall below the k-th: one comparison rejects them (a NaN
+            # compares false and takes the ordered path, as a tie does)
+            loop += [f"{ind}if (filled{k} < {kk} || !({xv} < kth{k})) {{",
                      f"{ind}  int p = filled{k}; bool take = true;",
-                     f"{ind}  if (p == {kk}) {{ const {t} last = {vals}[i * {kk} + {kk - 1}];",
-                     f"{ind}    take = _tk_key({xv}) > _tk_key(last); p = {kk - 1}; }}",
+                     f"{ind}  if (p == {kk}) {{",
+                     f"{ind}    take = _tk_key({xv}) > _tk_key(kth{k}); p = {kk - 1}; }}",
                      f"{ind}  else filled{k} = p + 1;",
                      f"{ind}  if (take) {{",
                      f"{ind}    while (p > 0) {{ const {t} prev = {vals}[i * {kk} + p - 1];",
                      f"{ind}      if (!(_tk_key({xv}) > _tk_key(prev))) break;",
                      f"{ind}      {vals}[i * {kk} + p] = prev;",
                      f"{ind}      {idx}[i * {kk} + p] = {idx}[i * {kk} + p - 1]; --p; }}",
-                     f"{ind}    {vals}[i * {kk} + p] = {xv}; {idx}[i * {kk} + p] = j; }}",
+                     f"{ind}    {vals}[i * {kk} + p] = {xv}; {idx}[i * {kk} + p] = j;",
+                     f"{ind}    kth{k} = {vals}[i * {kk} + {kk - 1}]; }}",
                      f"{ind}}}"]
         elif r.kind == "softmax":
             m_node, total, products, steps = r.parts
