@@ -314,9 +314,10 @@ def _softmax(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str],
 
 
 def _lane_loop(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str]) -> list[str] | None:
-    """The sweep over j in blocks of LANES columns, each math function libmvec has computed
+    """The sweep over j in blocks of LANES columns: each math function libmvec has computed
     for the block in one vector call (an online softmax's exp too: each lane keeps its own
-    running max, merged at the row's end); None when that would call none."""
+    running max, merged at the row's end), and a top_k's four values tested against its k-th
+    best at once; None when the block would gain neither."""
     lanes = vector_math.LANES
     js = [f"j{lane}" for lane in range(lanes)]
     sfxs = [f"_{lane}" if lane else "" for lane in range(lanes)]
@@ -354,7 +355,7 @@ def _lane_loop(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str
 
 def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     """The numba source of the plan's kernel: per row i, one sweep over j (in blocks of
-    LANES columns where libmvec computes its math, then the remaining columns)."""
+    LANES columns where _lane_loop gains from them, then the remaining columns)."""
     name = re.sub(r"\W", "_", name)
     g = plan.flat
     arg = {leaf: f"in{k}" for k, leaf in enumerate(plan.leaves)}
@@ -409,7 +410,7 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     lines += ["        " + t for t in tail]
     scalars = {"nk": nk, "nr": nr, **em.scalars}
     lines[2] = f"def {KERNEL}({', '.join([*arg.values(), *out_name.values(), *scalars])}):"
-    if blocks:
+    if blocks and any("_vmath4(" in b for b in blocks):
         lines.insert(0, "from explorer.backends.vector_math import _vmath4")
     return CpuKernelCode(name, "\n".join(lines) + "\n", True, None, None, 0,
                          tuple(scalars.items()))
