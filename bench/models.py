@@ -1,3 +1,297 @@
-"""Benchmarks' models: they live in explorer.examples, shared with tests and tutorials."""
+"""The model zoo at realistic sizes (issue 27): `gx.compile` on the cpu and jax backends
+against `jax.jit` of the same function on the same arguments, every ratio within one run.
 
-from explorer.examples import mlp_attention, mlp_attention_grad  # noqa: F401
+    python -m bench.models            # the realistic zoo and the dispatch table
+    python -m bench.models --quick    # fewer repeats, for a smoke run
+    python -m bench.models --write    # also replace the "models" section of bench/RESULTS.md
+
+`jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
+A timing is the median of `--repeats` calls after a warm-up (compilation excluded), each
+call as a user makes it: host (NumPy) arguments in, results back as arrays (`jax.jit`'s
+results are waited for with block_until_ready). "traced" is `gx.compile(..., pipeline=[])`:
+the traced graph as it is, no pass run. The dispatch table runs the test zoo's programs
+(tests/zoo.py) at their own small sizes, where a call's overhead is what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import explorer as gx
+from explorer.backends import registry
+from tests.zoo import _attention, _layer_norm, cnn, cnn_loss
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+Program = tuple[Callable[..., Any], tuple[Any, ...]]
+_rng = np.random.default_rng(0)
+
+
+def _normal(*shape: int, scale: float = 0.1) -> np.ndarray:
+    return (_rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+# ---------------------------------------------------------------- a 2-layer GPT block
+# (the test zoo's layer norm and attention, at realistic sizes and two layers)
+
+def gpt_loss(params: dict[str, Any], tokens: Any, targets: Any) -> Any:
+    x = params["embed"][tokens] + params["pos"]
+    for layer in params["layers"]:
+        x = x + _attention(layer, _layer_norm(x, layer["ln1_g"], layer["ln1_b"]), 8)
+        h = jax.nn.gelu(_layer_norm(x, layer["ln2_g"], layer["ln2_b"]) @ layer["w1"])
+        x = x + h @ layer["w2"]
+    logp = jax.nn.log_softmax(x @ params["embed"].T, -1)
+    return -jnp.take_along_axis(logp, targets[:, None], -1).mean()
+
+
+def gpt(t: int = 256, d: int = 256, vocab: int = 512, layers: int = 2) -> tuple[Any, ...]:
+    def layer() -> dict[str, np.ndarray]:
+        return {"ln1_g": np.ones(d, np.float32), "ln1_b": np.zeros(d, np.float32),
+                "ln2_g": np.ones(d, np.float32), "ln2_b": np.zeros(d, np.float32),
+                "qkv": _normal(d, 3 * d), "proj": _normal(d, d),
+                "w1": _normal(d, 4 * d), "w2": _normal(4 * d, d)}
+    params = {"embed": _normal(vocab, d), "pos": _normal(t, d),
+              "layers": [layer() for _ in range(layers)]}
+    tokens = _rng.integers(0, vocab, t).astype(np.int32)
+    return params, tokens, np.roll(tokens, -1)
+
+
+# ---------------------------------------------------------------- the zoo's CNN on 32x32 images
+
+def cnn_args(batch: int = 64) -> tuple[Any, ...]:
+    p = {"c1": _normal(3, 3, 3, 16, scale=0.3), "b1": _normal(16),
+         "c2": _normal(3, 3, 16, 32, scale=0.1), "dense": _normal(32, 5)}
+    return p, _normal(batch, 32, 32, 3, scale=1.0), _rng.integers(0, 5, batch).astype(np.int32)
+
+
+# ---------------------------------------------------------------- an RNN under lax.scan
+
+def rnn(p: dict[str, Any], xs: Any) -> Any:
+    def step(h: Any, x: Any) -> tuple[Any, Any]:
+        h = jnp.tanh(h @ p["wh"] + x @ p["wx"] + p["b"])
+        return h, h.sum(-1)
+
+    h, per_step = jax.lax.scan(step, jnp.zeros((xs.shape[1], p["wh"].shape[0]), xs.dtype), xs)
+    return h, per_step
+
+
+def rnn_loss(p: dict[str, Any], xs: Any) -> Any:
+    h, per_step = rnn(p, xs)
+    return (h ** 2).sum() + per_step.mean()
+
+
+def rnn_args(steps: int = 256, batch: int = 32, hidden: int = 128, features: int = 64
+             ) -> tuple[Any, ...]:
+    p = {"wh": _normal(hidden, hidden), "wx": _normal(features, hidden), "b": _normal(hidden)}
+    return p, _normal(steps, batch, features, scale=1.0)
+
+
+# ---------------------------------------------------------------- an MLP, equinox, a GP
+
+def mlp_loss(p: list[tuple[Any, Any]], x: Any, y: Any) -> Any:
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = p[-1]
+    return -(jax.nn.log_softmax(x @ w + b) * y).sum(-1).mean()
+
+
+def mlp_args(batch: int = 256, sizes: tuple[int, ...] = (784, 512, 512, 10)) -> tuple[Any, ...]:
+    p = [(_normal(a, b, scale=1 / math.sqrt(a)), np.zeros(b, np.float32))
+         for a, b in zip(sizes[:-1], sizes[1:])]
+    y = np.eye(sizes[-1], dtype=np.float32)[_rng.integers(0, sizes[-1], batch)]
+    return p, _normal(batch, sizes[0], scale=1.0), y
+
+
+def equinox_program(batch: int = 256) -> Program:
+    import equinox as eqx
+
+    model = eqx.nn.MLP(64, 10, 256, 3, activation=jax.nn.gelu, key=jax.random.PRNGKey(1))
+
+    @eqx.filter_grad
+    def grad_loss(model: Any, x: Any) -> Any:
+        return jnp.mean(jax.vmap(model)(x) ** 2)
+
+    return (lambda m, x: grad_loss(m, x)), (model, _normal(batch, 64, scale=1.0))
+
+
+def gp_log_likelihood(x: Any, y: Any, log_ls: Any, log_noise: Any) -> Any:
+    d2 = jnp.sum((x[:, None, :] - x[None, :, :]) ** 2, -1)
+    k = jnp.exp(-0.5 * d2 / jnp.exp(2 * log_ls)) + jnp.exp(log_noise) * jnp.eye(x.shape[0])
+    chol = jnp.linalg.cholesky(k)
+    alpha = jax.scipy.linalg.solve_triangular(chol, y, lower=True)
+    return -0.5 * alpha @ alpha - jnp.log(jnp.diagonal(chol)).sum()
+
+
+def gp_args(n: int = 512) -> tuple[Any, ...]:
+    x = _normal(n, 3, scale=1.0)
+    return x, np.sin(x.sum(-1)).astype(np.float32), np.float32(0.0), np.float32(-2.0)
+
+
+def models() -> dict[str, Program]:
+    g, c, r, m = gpt(), cnn_args(), rnn_args(), mlp_args()
+    return {
+        "gpt 2x(T=256,D=256,8 heads) loss": (gpt_loss, g),
+        "gpt grad": (jax.grad(gpt_loss), g),
+        "cnn 64x32x32x3": (cnn, c[:2]),
+        "cnn grad": (jax.grad(cnn_loss), c),
+        "rnn scan 256 steps": (rnn, r),
+        "rnn grad": (jax.grad(rnn_loss), r),
+        "mlp grad batch 256": (jax.grad(mlp_loss), m),
+        "equinox mlp grad": equinox_program(),
+        "gp likelihood grad n=512": (jax.grad(gp_log_likelihood, argnums=(2, 3)), gp_args()),
+    }
+
+
+# ---------------------------------------------------------------- timing
+
+def _median_call(fn: Callable[[], Any], repeats: int) -> float:
+    registry.warm_up(fn, 2)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _close(got: Any, want: Any) -> bool:
+    g, w = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    if len(g) != len(w):
+        return False
+    for a, b in zip(g, w):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=2e-3, atol=2e-3 * scale):
+            return False
+    return True
+
+
+def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
+            columns: list[tuple[str, str, list[str] | None]]) -> dict[str, float | str]:
+    """Seconds of jax.jit and of each column's gx.compile, plus whether each matched. A
+    program with non-array leaves (an equinox module's activation) is jitted as equinox users
+    do, with equinox.filter_jit."""
+    jitted = jax.jit(fn)
+    try:
+        want = jax.block_until_ready(jitted(*args))
+    except TypeError:
+        import equinox as eqx
+
+        jitted = eqx.filter_jit(fn)
+        want = jax.block_until_ready(jitted(*args))
+    out: dict[str, float | str] = {"jax.jit": _median_call(
+        lambda: jax.block_until_ready(jitted(*args)), repeats)}
+    for label, backend, pipeline in columns:
+        compiled = gx.compile(fn, backend=backend, pipeline=pipeline)
+        try:
+            got = compiled(*args)
+        except Exception as e:  # noqa: BLE001  (a failure is a figure too)
+            out[label] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            continue
+        if not _close(got, want):
+            out[label] = "MISMATCH"
+            continue
+        out[label] = _median_call(lambda c=compiled: c(*args), repeats)
+    return out
+
+
+COLUMNS = [("cpu", "cpu", None), ("jax", "jax", None), ("jax traced", "jax", [])]
+
+
+def _ratio(row: dict[str, float | str], label: str) -> float | None:
+    v = row.get(label)
+    return v / row["jax.jit"] if isinstance(v, float) else None  # type: ignore[operator]
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def table(programs: dict[str, Program], repeats: int, title: str) -> list[str]:
+    lines = [f"| {title} | jax.jit | " + " | ".join(f"{c} / jax.jit" for c, _, _ in COLUMNS) + " |",
+             "|---|---|" + "---|" * len(COLUMNS)]
+    ratios: dict[str, list[float]] = {c: [] for c, _, _ in COLUMNS}
+    for name, (fn, args) in programs.items():
+        row = compare(fn, args, repeats, COLUMNS)
+        cells = []
+        for c, _, _ in COLUMNS:
+            r = _ratio(row, c)
+            if r is None:
+                cells.append(str(row[c]))
+            else:
+                ratios[c].append(r)
+                cells.append(f"{r:.2f}")
+        line = f"| {name} | {_fmt(row['jax.jit'])} | " + " | ".join(cells) + " |"
+        print(line, flush=True)
+        lines.append(line)
+    geo = {c: _geomean(v) for c, v in ratios.items()}
+    worst = {c: max(v) if v else float("nan") for c, v in ratios.items()}
+    lines.append("| **geometric mean** | | " + " | ".join(f"**{geo[c]:.2f}**" for c, _, _ in COLUMNS) + " |")
+    lines.append("| worst | | " + " | ".join(f"{worst[c]:.2f}" for c, _, _ in COLUMNS) + " |")
+    print("\n".join(lines[-2:]), flush=True)
+    return lines
+
+
+def _fmt(seconds: Any) -> str:
+    if not isinstance(seconds, float):
+        return str(seconds)
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
+
+
+def dispatch_programs() -> dict[str, Program]:
+    from tests.zoo import zoo
+
+    return zoo()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 repeats instead of 9")
+    ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    ap.add_argument("--only", choices=["models", "dispatch"], default=None)
+    ns = ap.parse_args()
+    repeats = 3 if ns.quick else 9
+    head = (f"{datetime.date.today()}, {platform.processor() or platform.machine()}, "
+            f"{_cpu_name()}, jax {jax.__version__}")
+    print(head, flush=True)
+    lines = [f"Measured {head}; medians of {repeats} calls.", ""]
+    if ns.only in (None, "models"):
+        lines += table(models(), repeats, "model (realistic size)") + [""]
+    if ns.only in (None, "dispatch"):
+        lines += table(dispatch_programs(), max(repeats, 21), "zoo program (dispatch size)")
+    if ns.write:
+        _write(lines)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def _write(lines: list[str]) -> None:
+    text = RESULTS.read_text()
+    section = "## models (issue 27)\n\n" + "\n".join(lines) + "\n"
+    pattern = re.compile(r"## models \(issue 27\)\n.*?(?=\n## |\Z)", re.S)
+    text = pattern.sub(section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    RESULTS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

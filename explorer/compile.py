@@ -4,6 +4,12 @@
 caches it; later calls with the same signature only run the executable. The traces are kept
 for the TRACES most recently used signatures (a function called with ever new shapes does
 not grow without bound); the executables live in the backend registry's own bounded cache.
+
+A call does only what a call needs, as `jax.jit`'s does: JAX's own pytree flattening, a
+dictionary lookup of the leaves' shapes and dtypes (and static leaves' values), then the
+signature's `Entry`, which converts the traced leaves to the graph's parameters and calls the
+executable (the jax backend's `jax.jit` function itself, so its C++ fast path; the CPU
+backend's generated program).
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .backends import registry
-from .frontend.arguments import ArgSpec
+from .backends import reference, registry
+from .frontend.arguments import ArgSpec, host_value, is_key, static_key
+from .ir import dtypes
 from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
 from .trace import Trace, explore
@@ -35,6 +42,72 @@ def signature(args: Sequence[Any]) -> Signature:
                                  for x in leaves)
 
 
+def _leaf_key(leaf: Any, top_level: bool) -> Any:
+    """What a call's signature holds of one leaf: shape and dtype of a traced one, the value
+    of a static one (frontend/arguments.py decides which is which)."""
+    if isinstance(leaf, np.ndarray | jax.Array) and leaf.dtype != object:
+        return leaf.shape, leaf.dtype
+    if isinstance(leaf, np.generic):
+        return type(leaf)
+    if top_level and isinstance(leaf, int | float | complex) and not isinstance(leaf, bool):
+        return type(leaf)
+    return "static", static_key(leaf)
+
+
+def _top_level(tree: Any) -> frozenset[int]:
+    """Indices of the leaves that are arguments themselves (a Python number there is traced,
+    as jax.jit does; inside a container it is static)."""
+    out, k = set(), 0
+    for child in tree.children():
+        if child.num_leaves == 1 and child.num_nodes == 1:
+            out.add(k)
+        k += child.num_leaves
+    return frozenset(out)
+
+
+class Entry:
+    """One signature's call: the traced leaves converted to the graph's parameters, the
+    executable run, the results unflattened."""
+
+    __slots__ = ("trace", "exe", "feed", "out_tree", "session", "call")
+
+    def __init__(self, trace: Trace, exe: Any, leaves: Sequence[Any], dynamic: Sequence[bool],
+                 session: Any) -> None:
+        self.trace, self.exe, self.session = trace, exe, session
+        self.out_tree = trace.traced.out_tree
+        params = trace.traced.graph.param_nodes
+        index = [k for k, d in enumerate(dynamic) if d]
+        self.feed = [(k, _converter(leaves[k], p.type.dtype, p.attrs.get("name", f"%{p.id}")))
+                     for k, p in zip(index, params, strict=True)]
+        fast = getattr(exe, "call", None)
+        self.call = fast if fast is not None else (lambda flat: exe.execute(exe.prepare(flat)))
+
+    def __call__(self, leaves: Sequence[Any]) -> Any:
+        flat = [convert(leaves[k]) for k, convert in self.feed]
+        if self.session is not None:
+            with self.session():
+                outs = self.call(flat)
+        else:
+            outs = self.call(flat)
+        outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
+        return jax.tree_util.tree_unflatten(self.out_tree, outs)
+
+
+def _converter(example: Any, dtype: str, name: str) -> Callable[[Any], np.ndarray]:
+    """Leaf -> the host array of the graph parameter's element type (a typed PRNG key as its
+    key data; another dtype cast where NumPy casts it safely, as check_args does)."""
+    want = dtypes.to_numpy(dtype)
+    if is_key(example):
+        return host_value
+    have = np.dtype(getattr(example, "dtype", np.result_type(example)))
+    if have == want:
+        return np.asarray
+    if not np.can_cast(have, want, "same_kind"):
+        raise reference.ArgumentError(f"argument {name} has element type {have}, but the "
+                                      f"graph was traced with {want}")
+    return lambda x: np.asarray(x, dtype=want)
+
+
 class Compiled:
     """The callable gx.compile returns; `.traces` holds one Trace per signature seen (the
     TRACES most recent)."""
@@ -50,6 +123,8 @@ class Compiled:
         self.backend = backend
         self.pipeline = list(pipeline) if pipeline is not None else list(DEFAULT_PIPELINE)
         self.traces: OrderedDict[Signature, Trace] = OrderedDict()
+        self.entries: dict[Any, Entry] = {}  # call key -> its entry (dropped with its trace)
+        self._top: dict[Any, frozenset[int]] = {}
         functools.update_wrapper(self, fn)
 
     def trace_for(self, *args: Any) -> Trace:
@@ -65,12 +140,31 @@ class Compiled:
         return self.traces[key]
 
     def __call__(self, *args: Any) -> Any:
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        top = self._top.get(tree)
+        if top is None:
+            top = self._top[tree] = _top_level(tree)
+        key = (tree, *(_leaf_key(x, k in top) for k, x in enumerate(leaves)))
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self._entry(args, leaves, key)
+        return entry(leaves)
+
+    def _entry(self, args: tuple[Any, ...], leaves: Sequence[Any], key: Any) -> Entry:
+        """The first call with this key: trace (or find the trace), compile, keep the entry."""
         t = self.trace_for(*args)
+        t.flat_args(args)  # static leaves and structure: an error that names the argument
         exe = registry.executable(t.final.graph, self.backend, self.options)
-        with registry.get(self.backend).session(**self.settings):
-            outs = exe.execute(exe.prepare(t.flat_args(args)))
-        outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
-        return jax.tree_util.tree_unflatten(t.traced.out_tree, outs)
+        backend = registry.get(self.backend)
+        own = type(backend).session is not registry.Backend.session
+        session = (functools.partial(backend.session, **self.settings)
+                   if self.settings or own else None)
+        spec = ArgSpec.of(args)
+        entry = Entry(t, exe, leaves, spec.dynamic, session)
+        live = {id(x) for x in self.traces.values()}
+        self.entries = {k: e for k, e in self.entries.items() if id(e.trace) in live}
+        self.entries[key] = entry
+        return entry
 
     def __repr__(self) -> str:
         return (f"<gx.compile of {getattr(self.fn, '__name__', self.fn)} on {self.backend}: "

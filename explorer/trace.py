@@ -132,7 +132,8 @@ class Trace:
         with chosen.session(**settings):
             r = registry.run_graph(g, flat, name, self.options)
         value = jax.tree_util.tree_unflatten(self.traced.out_tree, r.outputs)
-        return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels, r.workers, r.dashboard)
+        return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels, r.workers, r.dashboard,
+                         r.program)
 
     def compare(self, *args: Any, backends: Sequence[str] = ("cpu",),
                 baselines: Sequence[str] = ("numpy", "jax-eager", "jax-jit"),

@@ -41,7 +41,8 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import cpu, registry
+from explorer.backends import registry
+from explorer.backends.cpu import kernels as cpu
 from explorer.passes.split import InfeasibleMemoryLimit
 from tests.conftest import FULL_FUZZ
 from tests.fuzz_programs import make_program, rss_bytes

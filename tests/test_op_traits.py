@@ -153,7 +153,7 @@ NUMBA = [n for n in ELEMENTWISE if OPS[n].sample is not None
 @pytest.mark.parametrize("name", NUMBA)
 def test_numba_form_matches_the_reference(name: str) -> None:
     pytest.importorskip("numba")
-    from explorer.backends.cpu_codegen import PRELUDE, np_type
+    from explorer.backends.cpu.kernel_codegen import PRELUDE, np_type
 
     inputs, attrs = _sample(name)
     n = _node(name, inputs, attrs)

@@ -33,12 +33,12 @@ def _layer_norm(x: Any, g: Any, b: Any) -> Any:
     return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
 
 
-def _attention(p: dict[str, Any], x: Any) -> Any:
+def _attention(p: dict[str, Any], x: Any, n_heads: int = HEADS) -> Any:
     t, d = x.shape
     q, k, v = jnp.split(x @ p["qkv"], 3, axis=-1)
-    heads = lambda a: a.reshape(t, HEADS, d // HEADS).transpose(1, 0, 2)  # noqa: E731
+    heads = lambda a: a.reshape(t, n_heads, d // n_heads).transpose(1, 0, 2)  # noqa: E731
     q, k, v = heads(q), heads(k), heads(v)
-    scores = q @ k.transpose(0, 2, 1) / np.sqrt(d // HEADS)
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(d // n_heads)
     mask = jnp.tril(jnp.ones((t, t), bool))
     scores = jnp.where(mask, scores, -1e9)
     out = jax.nn.softmax(scores, -1) @ v

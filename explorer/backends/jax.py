@@ -107,6 +107,11 @@ class JaxExecutable:
             return None
         return None if analysis is None else int(analysis.temp_size_in_bytes)
 
+    def call(self, flat: Sequence[Any]) -> list[Any]:
+        """gx.compile's call on arguments of the traced shapes and types: the jitted
+        function itself, so JAX's C++ fast path dispatches it."""
+        return self.jitted(*flat)
+
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         return [jax.device_put(a) for a in check_args(self.graph, args)]
 

@@ -49,6 +49,7 @@ class Measurement:
     kernels: tuple[Kernel, ...] = field(default=())
     workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
     dashboard: str | None = None  # a distributed run: its cluster's dashboard link
+    program: str = ""  # the generated program that ran (the CPU backend's), if any
 
 
 def relative_error(got: Sequence[Any], want: Sequence[np.ndarray]) -> float:
@@ -99,7 +100,7 @@ def measure_graph(graph: Graph, args: Sequence[np.ndarray], backend: str,
     times = registry.time_graph(graph, args, backend, options, repeats, warmup=1)
     m = _measurement(label or backend, backend, times, r.peak_bytes, r.peak_how, r.outputs,
                      want, stage, r.kernels)
-    return replace(m, workers=r.workers, dashboard=r.dashboard)
+    return replace(m, workers=r.workers, dashboard=r.dashboard, program=r.program)
 
 
 def _device_peak() -> int | None:

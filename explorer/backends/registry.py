@@ -53,6 +53,7 @@ class Run:
     peak_how: str = ""  # how the peak was measured
     workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
     dashboard: str | None = None  # a distributed run: its cluster's dashboard
+    program: str = ""  # the generated program that ran (the CPU backend's), if any
 
 
 class Executable(Protocol):

@@ -22,3 +22,4 @@ class RunResult:
     kernels: tuple[Kernel, ...] = field(default=())
     workers: tuple[str, ...] = ()  # backend="dask": the workers that ran the split loops' tasks
     dashboard: str | None = None  # backend="dask": the cluster's dashboard link
+    program: str = ""  # backend="cpu": the generated program that ran (its source)

@@ -40,7 +40,7 @@ def _dynamic(leaf: Any, top_level: bool) -> bool:
     return hasattr(leaf, "shape") and hasattr(leaf, "dtype") and not isinstance(leaf, type)
 
 
-def _static_key(v: Any) -> Any:
+def static_key(v: Any) -> Any:
     """What a static leaf is compared by: itself when hashable, else its identity."""
     try:
         hash(v)
@@ -71,7 +71,7 @@ class ArgSpec:
     @property
     def signature(self) -> Any:
         """Hashable: equal for argument tuples that trace the same way (with equal shapes)."""
-        return (self.tree, self.dynamic, tuple(_static_key(s) for s in self.static))
+        return (self.tree, self.dynamic, tuple(static_key(s) for s in self.static))
 
     def dynamic_leaves(self, args: Sequence[Any], describe: Callable[[int], str]) -> list[Any]:
         """The traced leaves of `args`, which must match this spec's structure and statics."""
@@ -84,7 +84,7 @@ class ArgSpec:
             if dynamic:
                 out.append(leaf)
                 continue
-            if _static_key(leaf) != _static_key(self.static[s]):
+            if static_key(leaf) != static_key(self.static[s]):
                 raise ArgumentMismatch(
                     f"static argument {describe(s)} is {leaf!r}, but the function was traced "
                     f"with {self.static[s]!r}: explore it again for another value")

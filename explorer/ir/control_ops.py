@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from .graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from .ops import OpDef, OpError, _add
 from .region_ops import _region_ref, combine_bodies, graph_flops
-from .traits import OpKind
+from .traits import Emit, OpKind
 
 # Region ops whose bodies are the user's program, which passes rewrite in place (a pass's
 # results inside a body are the body's), as opposed to the bodies passes build: a fused
@@ -108,4 +108,5 @@ def _scan_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
 
 
 _add(OpDef("scan", OpKind.REGION, None, ("length", "reverse", "num_consts", "num_carry", "body"),
-           _scan_infer, _region_ref, lambda ins, out, a: region_flops(ins, out, a, "scan")))
+           _scan_infer, _region_ref, lambda ins, out, a: region_flops(ins, out, a, "scan"),
+           emit=Emit.REGION))

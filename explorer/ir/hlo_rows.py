@@ -19,7 +19,7 @@ from .control_ops import combine_bodies
 from .graph import Attrs, TensorType, TupleType, Type
 from .ops import OpDef, OpError, _add, _no_flops, _tensor
 from .region_ops import _region_infer, _region_ref, graph_flops, region_flops, region_result
-from .traits import OpKind
+from .traits import Emit, OpKind
 
 # Ops whose operands may be tuples (infer_type checks that all other ops read tensors).
 TUPLE_OPERANDS = frozenset({"opaque", "tuple", "call", "while", "conditional"})
@@ -63,7 +63,8 @@ _add(OpDef("tuple", OpKind.SHAPE, None, (), lambda ts, a: TupleType(tuple(_tenso
            lambda *xs: tuple(xs), _no_flops))
 
 # `call`: a call of another computation (HLO's call; attrs: body).
-_add(OpDef("call", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops))
+_add(OpDef("call", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops,
+           emit=Emit.REGION))
 
 
 def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
@@ -82,7 +83,7 @@ def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
 # `while`: attrs cond, body (Graphs over the loop state, one parameter per state element).
 # FLOPs count one trip (ir/control_ops.combine_bodies): the trip count is a run-time value.
 _add(OpDef("while", OpKind.REGION, None, ("cond", "body"), _while_infer, _region_ref,
-           lambda ins, out, a: combine_bodies("while", a, graph_flops)))
+           lambda ins, out, a: combine_bodies("while", a, graph_flops), emit=Emit.REGION))
 
 
 def _branch_arity(branches: Sequence[Any]) -> list[int]:
@@ -115,4 +116,4 @@ def _conditional_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
 # operands in branch order. A pred selector picks branches[1] when true (as select_n does);
 # an i32 selector out of range picks the last branch (as XLA does).
 _add(OpDef("conditional", OpKind.REGION, None, ("branches",), _conditional_infer, _region_ref,
-           _conditional_flops))
+           _conditional_flops, emit=Emit.REGION))

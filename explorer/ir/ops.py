@@ -34,6 +34,7 @@ from .traits import (
     DIALECTS,
     FALLS_BACK,
     MONOIDS,
+    Emit,
     Fuse,
     Monoid,
     OpKind,
@@ -75,6 +76,7 @@ class OpDef:
     # types, result type, attrs) -> {result axis: per-operand axis (None: passed whole)}.
     split_axes: SplitAxes | None = None
     fuse: Fuse = Fuse.NONE  # what the fuse pass may do with it
+    emit: Emit = Emit.CALL  # how the CPU program generator writes it
     # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
     # elementwise row addresses every dialect.
     scalar: Mapping[str, ScalarExpr | Any] = field(default_factory=dict)

@@ -15,7 +15,7 @@ from typing import Any
 from . import dtypes
 from .graph import Attrs, Graph, TensorType, TupleType, Type
 from .ops import OPS, OpDef, OpError, _add, _tensor
-from .traits import MONOIDS, OpKind
+from .traits import MONOIDS, Emit, OpKind
 
 
 def region_result(body: Any) -> Type:
@@ -51,7 +51,8 @@ def _region_ref(*args: Any, **attrs: Any) -> Any:
 
 # `kernel`: a fused kernel (our fuse pass, and XLA's fusion computations). attrs: body, and
 # `kind` ("loop" | "input" | "output" | XLA's kind name).
-_add(OpDef("kernel", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops))
+_add(OpDef("kernel", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops,
+           emit=Emit.REGION))
 
 
 # ---------------------------------------------------------------- loop
@@ -185,4 +186,5 @@ def _loop_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
 
 
 _add(OpDef("loop", OpKind.REGION, None, ("size", "chunk", "split_inputs", "combine", "body", "tail"),
-           _loop_infer, _region_ref, _loop_flops, optional=("tail",)))
+           _loop_infer, _region_ref, _loop_flops, optional=("tail",),
+           emit=Emit.INTERPRETED))

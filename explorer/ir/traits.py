@@ -87,6 +87,14 @@ class Split(str, Enum):
     TOP_K = "top_k"  # top_k across the split axis: running top k merge
 
 
+class Emit(str, Enum):
+    """How the CPU backend's program generator (backends/cpu/program.py) writes an op."""
+
+    CALL = "call"  # a call of the row's NumPy reference (a view, a BLAS dot, a NumPy ufunc)
+    REGION = "region"  # written out: its bodies become functions of the same program
+    INTERPRETED = "interpreted"  # the one node runs on the interpreter core (a visible choice)
+
+
 class Fuse(str, Enum):
     """What the fuse pass may do with an op."""
 

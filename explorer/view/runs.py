@@ -101,10 +101,18 @@ class RunLog:
         return row_of(m, key, "baseline", None, name)
 
     def kernels(self, index: int) -> list[KernelRow]:
-        """The generated kernels of the latest run of stage `index` on each backend."""
-        return [KernelRow(backend=m.backend, name=k.name, source=k.source, seconds=k.seconds)
-                for key, m in self.measurements.items() if key.startswith(f"{index}:")
-                for k in m.kernels]
+        """The generated program and kernels of the latest run of stage `index` on each
+        backend (the program first: what calls the kernels, in order)."""
+        rows = []
+        for key, m in self.measurements.items():
+            if not key.startswith(f"{index}:"):
+                continue
+            if m.program:
+                rows.append(KernelRow(backend=m.backend, name="the program", source=m.program,
+                                      seconds=m.median))
+            rows += [KernelRow(backend=m.backend, name=k.name, source=k.source, seconds=k.seconds)
+                     for k in m.kernels]
+        return rows
 
     def comparison(self, keys: list[str], plot: bool = True) -> Comparison:
         """compare()'s table (and plot) of the measured rows among `keys`, in that order."""

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import explorer as gx
-from explorer.backends import cpu, reference, registry
-from explorer.backends.cpu_codegen import PARALLEL_MIN
+from explorer.backends import reference, registry
+from explorer.backends.cpu import kernels as cpu
+from explorer.backends.cpu.kernel_codegen import PARALLEL_MIN
 from explorer.ir import Graph, GraphBuilder, TensorType
 from explorer.ir.ops import OPS
 from explorer.passes.fuse import Fuse

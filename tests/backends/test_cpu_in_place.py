@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import cpu
+from explorer.backends.cpu import kernels as cpu
 
 R = np.random.default_rng(3)
 X = R.standard_normal((300, 16)).astype(np.float32)

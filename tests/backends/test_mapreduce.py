@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import gpu_mapreduce, vector_math
-from explorer.backends.cpu_mapreduce import generate
+from explorer.backends import gpu_mapreduce
+from explorer.backends.cpu import vector_math
+from explorer.backends.cpu.mapreduce import generate
 from explorer.backends.kernel_plan import PlanError
 from explorer.backends.mapreduce_plan import plan_mapreduce
 
@@ -234,7 +235,7 @@ def test_without_libmvec_kernels_call_scalar_math(monkeypatch: pytest.MonkeyPatc
 def test_libmvec_math_is_within_4_ulp_of_numpy_with_ieee_special_values() -> None:
     from numba import njit
 
-    from explorer.backends.vector_math import _vmath4
+    from explorer.backends.cpu.vector_math import _vmath4
 
     for c_name, np_fn in (("exp", np.exp), ("log", np.log), ("sin", np.sin), ("tanh", np.tanh)):
         for dtype, t in (("f64", np.float64), ("f32", np.float32)):

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import dtypes
-from ..ir.graph import Graph, Node
-from ..ir.ops import OPS, dot_dims
+from ...ir import dtypes
+from ...ir.graph import Graph, Node
+from ...ir.ops import OPS, dot_dims
+from ..kernel_plan import PlanError
+from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
 from . import vector_math
-from .cpu_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, np_type, scalar
-from .kernel_plan import PlanError
-from .mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
+from .kernel_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, np_type, scalar
 
 
 def vector_symbol(n: Node) -> str | None:
@@ -411,7 +411,7 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     scalars = {"nk": nk, "nr": nr, **em.scalars}
     lines[2] = f"def {KERNEL}({', '.join([*arg.values(), *out_name.values(), *scalars])}):"
     if blocks and any("_vmath4(" in b for b in blocks):
-        lines.insert(0, "from explorer.backends.vector_math import _vmath4")
+        lines.insert(0, "from explorer.backends.cpu.vector_math import _vmath4")
     return CpuKernelCode(name, "\n".join(lines) + "\n", True, None, None, 0,
                          tuple(scalars.items()))
 
@@ -421,7 +421,7 @@ class FusedBody:
     interpreter-child interface the loop driver uses (evaluate, all_kernels)."""
 
     def __init__(self, plan: MapReducePlan, name: str, fn: Any, code: CpuKernelCode) -> None:
-        from .reference import NumpyInterpreter
+        from ..reference import NumpyInterpreter
 
         self.plan, self.name, self.fn, self.code = plan, name, fn, code
         self.pre = NumpyInterpreter(plan.pre, name + "/pre/")
@@ -461,7 +461,7 @@ def body_peak(body: Graph) -> int | None:
     """The planned peak of a split body run as a fused map-reduce kernel (its pre part with
     the values it hands on, the kernel's outputs, its post part: an upper bound, summed), or
     None when the body does not have the form (the CPU backend declares this to the planner)."""
-    from ..analysis.memory import plan
+    from ...analysis.memory import plan
 
     try:
         p = plan_mapreduce(body)
@@ -478,7 +478,7 @@ def body_peak(body: Graph) -> int | None:
 
 def compile_body(body: Graph, name: str) -> FusedBody | None:
     """The fused form of a split body, or None when it does not have the map-reduce form."""
-    from .cpu import load
+    from .kernels import load
 
     try:
         plan = plan_mapreduce(body)

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import dtypes
-from ..ir.graph import Node
-from ..ir.ops import OPS
-from ..ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
-from .kernel_plan import KernelPlan, PlanError, broadcast_access, combine_of, param_access
+from ...ir import dtypes
+from ...ir.graph import Node
+from ...ir.ops import OPS
+from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
+from ..kernel_plan import KernelPlan, PlanError, broadcast_access, combine_of, param_access
 
 DIALECT = "numba"  # the op table's scalar forms this generator reads
 
@@ -235,7 +235,7 @@ PRELUDE = '''import math
 import numpy as np
 from numba import njit, prange
 
-from explorer.backends.cpu_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
+from explorer.backends.cpu.kernel_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
                                             _tk_key, _to_int)
 '''
 

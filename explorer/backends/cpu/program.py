@@ -1,0 +1,296 @@
+"""The CPU backend's program generator: a stage's graph as one generated Python module.
+
+The module is straight-line code in schedule order, as a person would write it against the
+op table: each node is one line that calls its row's NumPy reference (`ops.add(v3, v4)`), a
+fused kernel (`fuse_0([v3, v4])`, numba, kernel_codegen.py) or, for control flow, a driver
+of runtime.py whose bodies are functions of the same module; each value is cast to its node's
+element type where NumPy's result may differ (`as_f32`: free when it is one already) and
+`del`eted right after its last use, so live memory follows the schedule exactly as in the
+interpreter core. Nothing dispatches per node at run time.
+
+What the generator does not write (ops whose row says `emit=Emit.INTERPRETED`: the split
+`loop`, whose chunk driver and map-reduce kernels the interpreter core already runs) is one
+line that hands that node to a CpuInterpreter of that node alone; `Program.notes` lists each
+such node, and the module's source says so where it happens.
+
+Two functions are generated from one walk: `program` (what runs, and what the kernels tab
+shows), and `program_measured`, which also calls `_step(node, value)` after every top-level
+node, the hook the tracemalloc measurement reads (reference.measured).
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ...ir.graph import Graph, Node, TensorType, TupleType, Type
+from ...ir.ops import OPS
+from ...ir.traits import Emit
+from ..interpreter import last_uses
+from . import runtime
+from .kernels import CompiledKernel, compile_kernel
+
+ENTRY, MEASURED = "program", "program_measured"
+
+
+class ProgramError(Exception):
+    """A graph the generator cannot write (the backend then runs the interpreter)."""
+
+
+@dataclass
+class Program:
+    """A generated program: its source, its entry points and what it calls."""
+
+    source: str
+    fn: Callable[..., list[Any]]
+    measured: Callable[..., list[Any]]
+    kernels: list[Any] = field(default_factory=list)  # CompiledKernels, in program order
+    interpreters: list[Any] = field(default_factory=list)  # nodes run by the interpreter
+    notes: list[str] = field(default_factory=list)  # "interpreted: loop %12 at f.py:3"
+
+    def all_kernels(self) -> list[Any]:
+        out = list(self.kernels)
+        for interp in self.interpreters:
+            out += interp.all_kernels()
+        return out
+
+
+def _literal(v: Any) -> str | None:
+    """`v` as Python source when that source reads back as an equal value of the same type."""
+    if isinstance(v, (bool, int, str, type(None))) or (isinstance(v, float) and np.isfinite(v)):
+        return repr(v)
+    if isinstance(v, tuple) and all(_literal(x) is not None for x in v):
+        return repr(v)
+    return None
+
+
+def _ident(text: str) -> str:
+    out = re.sub(r"\W+", "_", text).strip("_")
+    if not out or out[0].isdigit() or keyword.iskeyword(out):
+        out = "_" + out
+    return out
+
+
+class _Writer:
+    """Writes the module: one function per graph (the stage and every body under it)."""
+
+    def __init__(self, make_interpreter: Callable[[Graph], Any],
+                 reuse: _Writer | None = None) -> None:
+        self.make_interpreter = make_interpreter
+        # a second walk (the measured twin) takes the first walk's kernels and interpreters
+        self.reuse_kernels = iter(reuse.kernels) if reuse else None
+        self.reuse_interpreters = iter(reuse.interpreters) if reuse else None
+        self.ns: dict[str, Any] = reuse.ns if reuse else {
+            "ops": SimpleNamespace(), "np": np, "runtime": runtime}
+        self.functions: list[list[str]] = []
+        self.kernels: list[CompiledKernel] = []
+        self.interpreters: list[Any] = []
+        self.notes: list[str] = []
+        self.hook_nodes: dict[int, Node] = {}
+        self.taken: set[str] = set(reuse.taken) if reuse else set(self.ns)
+
+    # ---- names in the module's namespace
+
+    def bind(self, hint: str, value: Any) -> str:
+        name = _ident(hint)
+        base, k = name, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        self.ns[name] = value
+        return name
+
+    def op(self, name: str) -> str:
+        ops = self.ns["ops"]
+        attr = _ident(name)
+        if not hasattr(ops, attr):
+            setattr(ops, attr, OPS[name].ref)
+        return f"ops.{attr}"
+
+    def cast(self, t: Type) -> str:
+        if isinstance(t, TupleType):
+            parts = [self.cast(e) for e in t.elements]
+            key = "as_tuple_" + "_".join(p.removeprefix("as_") for p in parts)
+            if key not in self.ns:
+                self.ns[key] = runtime.tuple_caster([self.ns[p] for p in parts])
+                self.taken.add(key)
+            return key
+        assert isinstance(t, TensorType)
+        key = f"as_{t.dtype}"
+        if key not in self.ns:
+            self.ns[key] = runtime.caster(t.dtype)
+            self.taken.add(key)
+        return key
+
+    # ---- functions
+
+    def function(self, g: Graph, name: str, prefix: str, measured: bool = False) -> str:
+        """Write `g` as function `name` (its bodies first, as functions of their own)."""
+        lines: list[str] = []
+        var: dict[int, str] = {}
+        params = []
+        for k, p in enumerate(g.param_nodes):
+            hint = p.attrs.get("name", f"p{k}")
+            params.append(self._local(f"{hint}", var, p.id, params))
+        head = f"def {name}({', '.join(params)}{', _step' if measured else ''}):"
+        doc = f'    """@{g.name}: {len(g.nodes)} nodes, {len(g.outputs)} outputs."""'
+        lines += [head, doc]
+        frees = last_uses(g)
+        for n in g.nodes:
+            if n.op == "parameter":
+                continue
+            where = f"  ({n.source.file}:{n.source.line})" if n.source else ""
+            lines.append(f"    # %{n.id} = {n.op}{where}")
+            target = f"v{n.id}"
+            var[n.id] = target
+            body = self.node(g, n, target, var, frees.get(n.id, ()), prefix)
+            gone = {v for x in body if x.startswith("del ") for v in x[4:].split(", ")}
+            lines += [f"    {x}" for x in body]
+            if measured:
+                key = self.bind(f"node_{prefix}{n.id}", n)
+                lines.append(f"    _step({key}, {target})")
+            dead = [var[i] for i in frees.get(n.id, ()) if var[i] not in gone]
+            if dead:
+                lines.append(f"    del {', '.join(dead)}")
+        outs = ", ".join(var[o] for o in g.outputs)
+        lines.append(f"    return [{outs}]")
+        self.functions.append(lines)
+        return name
+
+    def _local(self, hint: str, var: dict[int, str], node_id: int, taken: list[str]) -> str:
+        name = _ident(hint)
+        if re.fullmatch(r"v\d+", name) or name in taken or name in self.ns or name == "_step":
+            name = f"{name}_{len(taken)}"
+        var[node_id] = name
+        return name
+
+    def node(self, g: Graph, n: Node, target: str, var: dict[int, str], dying: Sequence[int],
+             prefix: str) -> list[str]:
+        ins = [var[i] for i in n.inputs]
+        row = OPS[n.op]
+        if row.emit is Emit.INTERPRETED:
+            return [self.interpreted(g, n, target, ins)]
+        if row.emit is Emit.REGION:
+            return self.region(n, target, ins, dying, prefix)
+        if n.op == "get_tuple_element":
+            return [f"{target} = {ins[0]}[{n.attrs['index']}]"]
+        args = list(ins)
+        for k, v in n.attrs.items():
+            text = _literal(v)
+            args.append(f"{k}={text if text is not None else self.bind(f'{k}_{prefix}{n.id}', v)}")
+        return [f"{target} = {self.cast(n.type)}({self.op(n.op)}({', '.join(args)}))"]
+
+    def interpreted(self, g: Graph, n: Node, target: str, ins: list[str]) -> str:
+        if self.reuse_interpreters is not None:
+            interp = next(self.reuse_interpreters)
+        else:
+            interp = self.make_interpreter(_alone(g, n))
+        self.interpreters.append(interp)
+        where = f" at {n.source.file}:{n.source.line}" if n.source else ""
+        self.notes.append(f"interpreted: {n.op} %{n.id}{where} (the interpreter core's driver)")
+        run = self.bind(f"interpreted_{n.op}_{n.id}", _runner(interp))
+        return f"{target} = {run}([{', '.join(ins)}])  # the interpreter core runs this node"
+
+    def region(self, n: Node, target: str, ins: list[str], dying: Sequence[int],
+               prefix: str) -> list[str]:
+        a, here = n.attrs, f"{prefix}{n.op}_{n.id}_"
+        args = ", ".join(ins)
+        if n.op == "kernel":
+            k = (next(self.reuse_kernels) if self.reuse_kernels is not None
+                 else compile_kernel(n, f"{prefix}{a['body'].name}"))
+            self.kernels.append(k)
+            fn = self.bind(a["body"].name, k)
+            call = f"{self.cast(n.type)}({fn}(_args))"
+            gone = [var for var, i in zip(ins, n.inputs) if i in dying and ins.count(var) == 1]
+            if not gone or not k.in_place:
+                return [f"{target} = {self.cast(n.type)}({fn}([{args}]))"]
+            # the kernel may write its result over an input that dies here
+            return [f"_args = [{args}]", f"del {', '.join(dict.fromkeys(gone))}",
+                    f"{target} = {call}", "del _args"]  # (no later del of what it took)
+        if n.op == "call":
+            body = self.function(a["body"], self._fname(here + "body"), here)
+            return [f"{target} = runtime.one_or_tuple({body}({args}))"]
+        if n.op == "scan":
+            body = self.function(a["body"], self._fname(here + "body"), here)
+            t = self.bind(f"type_{here}", n.type)
+            return [f"{target} = runtime.run_scan({body}, [{args}], {t}, length={a['length']}, "
+                    f"reverse={a['reverse']}, num_consts={a['num_consts']}, "
+                    f"num_carry={a['num_carry']})"]
+        if n.op == "while":
+            cond = self.function(a["cond"], self._fname(here + "cond"), here + "cond_")
+            body = self.function(a["body"], self._fname(here + "body"), here)
+            return [f"{target} = runtime.run_while({cond}, {body}, [{args}])"]
+        if n.op == "conditional":
+            names = [self.function(b, self._fname(f"{here}branch{k}"), f"{here}b{k}_")
+                     for k, b in enumerate(a["branches"])]
+            arities = tuple(len(b.params) for b in a["branches"])
+            return [f"{target} = runtime.run_conditional([{', '.join(names)}], {arities!r}, "
+                    f"[{args}])"]
+        raise ProgramError(f"{n.describe()}: no writer for region op {n.op}")
+
+    def _fname(self, hint: str) -> str:
+        name = base = _ident(hint)
+        k = 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+    def module(self) -> str:
+        return "\n\n".join("\n".join(f) for f in self.functions) + "\n"
+
+
+def _alone(g: Graph, n: Node) -> Graph:
+    """A graph of `n` alone: a parameter per distinct input, `n` as the output."""
+    params, seen = [], {}
+    for i in n.inputs:
+        if i not in seen:
+            seen[i] = g[i]
+            params.append(Node(i, "parameter", (), g[i].attrs.__class__({}), g[i].type))
+    return Graph([*params, n], [p.id for p in params], [n.id], name=f"{g.name}_{n.op}_{n.id}")
+
+
+def _runner(interp: Any) -> Callable[[list[Any]], Any]:
+    """Runs a one-node interpreter on the node's inputs (each distinct input once)."""
+    node = interp.graph[interp.graph.outputs[0]]
+    order = list(dict.fromkeys(node.inputs))
+
+    def run(vals: list[Any]) -> Any:
+        by_id = dict(zip(node.inputs, vals))
+        with np.errstate(all="ignore"):
+            return interp.evaluate([by_id[i] for i in order])[0]
+
+    return run
+
+
+HEADER = '''"""The generated program of @{name} (gambit-explorer's CPU backend): one line per node, in
+schedule order; `ops.X` is op X's NumPy reference, `as_T` casts to element type T (free when
+the value has it), each value is deleted after its last use.{notes}"""
+'''
+
+
+def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
+    """The program of `graph`; `make_interpreter(g)` makes the interpreter that runs a node
+    the generator leaves to it."""
+    w = _Writer(make_interpreter)
+    w.function(graph, ENTRY, "")
+    shown = HEADER.format(name=graph.name, notes="".join(f"\n{x}." for x in w.notes)) \
+        + "\n" + w.module()
+    m = _Writer(make_interpreter, reuse=w)  # the measured twin: same walk, with the hook
+    m.function(graph, MEASURED, "", measured=True)
+    text = shown + "\n\n" + m.module()
+    try:
+        ast.parse(text)
+        exec(compile(text, f"<program @{graph.name}>", "exec"), w.ns)
+    except SyntaxError as e:  # a bug of ours: say so plainly
+        raise ProgramError(f"generated program does not parse: {e}") from e
+    return Program(shown, w.ns[ENTRY], w.ns[MEASURED], w.kernels, w.interpreters, w.notes)

@@ -1,0 +1,137 @@
+"""The CPU backend's generated program (backends/cpu/program.py) and gx.compile's call path:
+one module per stage, in schedule order, values deleted at their last use, control flow
+through generated body functions, the split loop handed to the interpreter core with a
+visible note, and calls that trace once per signature."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import explorer as gx
+from explorer.backends import registry
+from explorer.backends.cpu import CpuInterpreter, CpuProgram
+from explorer.backends.cpu import backend as cpu_backend
+from explorer.backends.cpu.program import ProgramError, generate
+from explorer.ir.ops import OPS
+from explorer.ir.traits import Emit, OpKind
+
+rng = np.random.default_rng(3)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_the_program_is_straight_line_code_in_schedule_order() -> None:
+    a, b, v = _f32(30, 20), _f32(20, 10), _f32(10)
+    t = gx.explore(lambda a, b, v: jnp.tanh((a @ b) @ v) + 1.0, a, b, v)
+    p = generate(t.final.graph, CpuInterpreter)
+    lines = [x.strip() for x in p.source.splitlines()]
+    assert lines[lines.index("def program(a, b, v):") + 1].startswith('"""@')
+    # every node is one line, in the graph's order, each value deleted after its last use
+    order = [n.id for n in t.final.graph.nodes if n.op != "parameter"]
+    assigned = [int(x[1:x.index(" ")]) for x in lines if x.startswith("v") and " = " in x]
+    assert assigned == order
+    assert "del b, v" in lines and lines[-1] == f"return [v{t.final.graph.outputs[0]}]"
+    assert "ops.dot_general(b, v, " in p.source and not p.notes
+    want = np.tanh((a @ b) @ v) + 1
+    np.testing.assert_allclose(p.fn(a, b, v)[0], want, rtol=1e-4, atol=1e-6)
+
+
+def test_runs_report_the_program_beside_the_kernels() -> None:
+    x = _f32(64, 48)
+    t = gx.explore(lambda x: jnp.sum(jnp.exp(x) * 2.0, -1), x)
+    r = t.run(backend="cpu")
+    np.testing.assert_allclose(r.value, np.sum(np.exp(x) * 2, -1), rtol=1e-5)
+    assert "def program(x):" in r.program and r.kernels
+    assert r.kernels[0].name.split("/")[-1] in r.program  # the program calls its kernel
+
+
+@pytest.mark.parametrize("name", ["scan", "while", "cond"])
+def test_control_flow_bodies_are_functions_of_the_program(name: str) -> None:
+    def scan(w: jax.Array, xs: jax.Array) -> jax.Array:
+        return jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x), h.sum()), jnp.zeros(4), xs)
+
+    def loop(x: jax.Array) -> jax.Array:
+        return jax.lax.while_loop(lambda c: c[1].max() > 0.1, lambda c: (c[0] + 1, c[1] / 2),
+                                  (0, x))
+
+    def cond(x: jax.Array, i: jax.Array) -> jax.Array:
+        return jax.lax.switch(i, [jnp.sin, jnp.cos, lambda y: y * 2], x)
+
+    fn, args = {"scan": (scan, (_f32(4, 4), _f32(7, 4))), "while": (loop, (np.abs(_f32(5)) * 9,)),
+                "cond": (cond, (_f32(5), np.int32(7)))}[name]
+    t = gx.explore(fn, *args)
+    r = t.run(backend="cpu")
+    want = jax.jit(fn)(*args)
+    for got, w in zip(jax.tree_util.tree_leaves(r.value), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+    exe = registry.executable(t.final.graph, "cpu")
+    assert isinstance(exe, CpuProgram) and exe.program is not None and not exe.notes
+    assert f"runtime.run_{ {'cond': 'conditional'}.get(name, name)}(" in exe.source
+    assert exe.source.count("def ") >= 2  # the bodies are functions of the module
+
+
+def test_a_split_loop_runs_on_the_interpreter_core_with_a_note() -> None:
+    x = _f32(256, 128)
+    t = gx.explore(lambda x: jnp.tanh(x * 2.0).sum(0), x, memory_limit="64KiB")
+    assert "loop" in t.final.graph.ops()
+    r = t.run(backend="cpu")
+    np.testing.assert_allclose(r.value, np.tanh(x * 2).sum(0), rtol=1e-4, atol=1e-4)
+    assert "interpreted: loop %" in r.program
+    assert r.peak_bytes <= 64 * 1024
+
+
+def test_a_stage_the_generator_cannot_write_runs_on_the_interpreter(monkeypatch) -> None:
+    def refuse(graph, make):  # noqa: ANN001, ANN202
+        raise ProgramError("no writer for this")
+
+    monkeypatch.setattr(cpu_backend, "generate", refuse)
+    x = _f32(16, 8)
+    t = gx.explore(lambda x: jnp.exp(x).sum(), x)
+    exe = cpu_backend.CpuProgram(t.final.graph)
+    assert exe.program is None and exe.notes == ["interpreted: the whole stage (no writer for this)"]
+    np.testing.assert_allclose(exe.execute(exe.prepare([x]))[0], np.exp(x).sum(), rtol=1e-5)
+    assert "interpreter core" in exe.source
+
+
+def test_only_the_split_loop_is_left_to_the_interpreter() -> None:
+    """The program generator's fall-back set is a written-down choice, as the kernels' are."""
+    interpreted = {n for n, row in OPS.items() if row.emit is Emit.INTERPRETED}
+    assert interpreted == {"loop"}
+    for name, row in OPS.items():
+        assert (row.emit is Emit.CALL) == (row.kind != OpKind.REGION), name
+
+
+# ---------------------------------------------------------------- gx.compile's call path
+
+
+def test_compile_calls_trace_once_per_signature_and_convert_like_check_args() -> None:
+    f = gx.compile(lambda p, x, s: jnp.tanh(x @ p["w"]) * s + p["b"])
+    p = {"w": _f32(4, 3), "b": _f32(3)}
+    x = _f32(5, 4)
+    want = np.tanh(x @ p["w"]) * 2.0 + p["b"]
+    np.testing.assert_allclose(f(p, x, 2.0), want, rtol=1e-5)
+    np.testing.assert_allclose(f(p, x, 3.0), np.tanh(x @ p["w"]) * 3 + p["b"], rtol=1e-5)
+    f(p, jnp.asarray(x), 4.0)  # a jax array for a NumPy one: the same graph
+    assert len(f.traces) == 1
+    np.testing.assert_allclose(f(p, x.astype(np.float16), 2.0), want, rtol=3e-3, atol=3e-3)
+    f(p, x[:2], 2.0)
+    assert len(f.traces) == 3  # float16 traces its own graph, as does a new shape
+    # without x64, float64 arguments trace to a float32 graph: the call casts them
+    g = gx.compile(lambda x: x * 2)
+    got = g(x.astype(np.float64))
+    assert got.dtype == np.float32 and g.trace_for(x).final.graph.param_nodes[0].dtype == "f32"
+    np.testing.assert_allclose(got, x * 2, rtol=1e-6)
+
+
+def test_compile_retraces_for_a_new_static_value() -> None:
+    f = gx.compile(lambda x, cfg: x * cfg["k"] if cfg["on"] else x, backend="jax")
+    x = _f32(3)
+    np.testing.assert_allclose(f(x, {"k": 2.0, "on": True}), x * 2, rtol=1e-6)
+    np.testing.assert_allclose(f(x, {"k": 3.0, "on": True}), x * 3, rtol=1e-6)
+    np.testing.assert_allclose(f(x, {"k": 3.0, "on": False}), x, rtol=1e-6)
+    assert len(f.traces) == 3
