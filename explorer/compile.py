@@ -45,7 +45,7 @@ def signature(args: Sequence[Any]) -> Signature:
 def _leaf_key(leaf: Any, top_level: bool) -> Any:
     """What a call's signature holds of one leaf: shape and dtype of a traced one, the value
     of a static one (frontend/arguments.py decides which is which)."""
-    if isinstance(leaf, np.ndarray | jax.Array) and leaf.dtype != object:
+    if isinstance(leaf, jax.Array) or (isinstance(leaf, np.ndarray) and leaf.dtype != object):
         return leaf.shape, leaf.dtype
     if isinstance(leaf, np.generic):
         return type(leaf)

@@ -351,7 +351,9 @@ _math("cosh", np.cosh)
 _math("asinh", np.arcsinh, np_name="arcsinh")
 _math("acosh", np.arccosh, np_name="arccosh", sample=_unary_sample(low=1.1, high=3.0))
 _math("atanh", np.arctanh, np_name="arctanh", sample=_unary_sample(low=-0.9, high=0.9))
-_math("tanh", np.tanh, hlo="tanh")
+# numba: float32 through XLA's own rational approximation (backends/cpu/kernel_codegen._tanh32)
+_unary("tanh", np.tanh, 4, hlo="tanh", cuda="tanh",
+       numba=lambda a, n: f"_tanh32({a[0]})" if n.dtype == "f32" else f"np.tanh({a[0]})")
 _unary("logistic", sp.expit, 4, numba="(1 / (1 + np.exp(-{0})))", cuda="(1 / (1 + exp(-{0})))",
        hlo="logistic")
 _unary("erf", sp.erf, 8, numba="math.erf", cuda="erf", hlo="erf")
