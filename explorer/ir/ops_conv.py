@@ -71,6 +71,9 @@ def _conv_ref(lhs, rhs, *, window_strides, padding, dimension_numbers, lhs_dilat
     if preferred_element_type:
         target = dtypes.to_numpy(preferred_element_type)
         lhs, rhs = lhs.astype(target, copy=False), rhs.astype(target, copy=False)
+    if feature_group_count == 1 and batch_group_count == 1:
+        return _conv_im2col(lhs, rhs, ls, rs, os_, window_strides, padding, lhs_dilation,
+                            rhs_dilation).astype(lhs.dtype, copy=False)
     x = np.transpose(lhs, ls)  # (N, C, *spatial)
     w = np.transpose(rhs, rs)  # (O, I, *kernel)
     k = x.ndim - 2
@@ -87,6 +90,22 @@ def _conv_ref(lhs, rhs, *, window_strides, padding, dimension_numbers, lhs_dilat
     out = np.einsum(f"bngc{sp}{kk},bgoc{kk}->nbgo{sp}", v, w, optimize=True)
     out = out.reshape(n // b, o, *out.shape[4:])  # feature = (batch group, group, o)
     return np.transpose(out, np.argsort(os_)).astype(lhs.dtype, copy=False)
+
+
+def _conv_im2col(lhs, rhs, ls, rs, os_, strides, padding, lhs_dilation, rhs_dilation):
+    """An ungrouped convolution as one matrix product: the windows of the channels-last lhs
+    copied once into rows (N * out positions, kernel positions * C), times the kernel as a
+    (kernel positions * C, O) matrix, through BLAS. NHWC in, NHWC out: no transposed copy."""
+    k = lhs.ndim - 2
+    x = np.transpose(lhs, (ls[0], *ls[2:], ls[1]))  # (N, *spatial, C)
+    w = np.transpose(rhs, (*rs[2:], rs[1], rs[0]))  # (*kernel, I, O)
+    v = windows(x, w.shape[:k], strides, padding, lhs_dilation, rhs_dilation, 0,
+                axes=range(1, 1 + k))  # (N, *out_spatial, C, *kernel)
+    cols = np.ascontiguousarray(np.moveaxis(v, 1 + k, -1))  # (N, *out_spatial, *kernel, C)
+    n, out_spatial = cols.shape[0], cols.shape[1:1 + k]
+    out = np.matmul(cols.reshape(n * math.prod(out_spatial), -1), w.reshape(-1, w.shape[-1]))
+    canonical = np.moveaxis(out.reshape(n, *out_spatial, w.shape[-1]), -1, 1)  # (N, O, *sp)
+    return np.transpose(canonical, np.argsort(os_))
 
 
 def _conv_flops(ins: Sequence[TensorType], out: Any, a: Attrs) -> int:
