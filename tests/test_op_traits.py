@@ -206,3 +206,42 @@ def test_cuda_forms_as_text(name: str, attrs: dict, dtype: str, want: str) -> No
     inputs = [x] * (OPS[name].arity or 1)
     n = _node(name, inputs, attrs)
     assert OPS[name].scalar["cuda"]([f"a{k}" for k in range(len(inputs))], n) == want
+
+
+# ---------------------------------------------------------------- (f) program forms compute the references
+
+PROGRAM_FORMS = [n for n, row in OPS.items() if row.program is not None and row.sample is not None]
+
+DOT_CASES = [  # (lhs shape, rhs shape, dimension numbers): matrix, vector, batched, transposed
+    ((5, 3), (3, 4), (((1,), (0,)), ((), ()))),
+    ((3, 5), (4, 3), (((0,), (1,)), ((), ()))),
+    ((5, 3), (3,), (((1,), (0,)), ((), ()))),
+    ((3,), (3,), (((0,), (0,)), ((), ()))),
+    ((2, 5, 3, 6), (2, 6, 3, 4), (((2, 3), (2, 1)), ((0,), (0,)))),
+    ((7, 2, 3), (3, 2), (((2,), (0,)), ((1,), (1,)))),
+]
+
+
+def _program_matches(name: str, inputs: list[np.ndarray], attrs: dict) -> None:
+    n = _node(name, inputs, attrs)
+    types = [TensorType(x.shape, dtypes.from_numpy(x.dtype)) for x in inputs]
+    expr = OPS[name].program([f"x{k}" for k in range(len(inputs))], types, n.type, n.attrs)
+    got = eval(expr, {"np": np, **{f"x{k}": x for k, x in enumerate(inputs)}})  # noqa: S307
+    want = OPS[name].ref(*inputs, **attrs)
+    assert np.shape(got) == np.shape(want), (name, expr)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=expr)
+
+
+@pytest.mark.parametrize("name", PROGRAM_FORMS)
+def test_program_form_matches_the_reference(name: str) -> None:
+    for seed in range(4):
+        inputs, attrs = OPS[name].sample(np.random.default_rng(seed))  # type: ignore[misc]
+        _program_matches(name, [np.asarray(x) for x in inputs], attrs)
+
+
+@pytest.mark.parametrize("case", DOT_CASES, ids=str)
+def test_dot_program_form_matches_the_reference(case) -> None:
+    lhs, rhs, dims = case
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(lhs).astype(np.float32), rng.standard_normal(rhs).astype(np.float32)
+    _program_matches("dot_general", [x, y], {"dimension_numbers": dims})

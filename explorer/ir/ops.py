@@ -77,6 +77,10 @@ class OpDef:
     split_axes: SplitAxes | None = None
     fuse: Fuse = Fuse.NONE  # what the fuse pass may do with it
     emit: Emit = Emit.CALL  # how the CPU program generator writes it
+    # Its NumPy form as program text, where it beats calling `ref` (shapes are known when the
+    # program is written, so a dot becomes the one np.matmul its ref would reach):
+    # (operand expressions, input types, result type, attrs) -> expression. None: call `ref`.
+    program: Callable[[list[str], Sequence[Type], Type, Attrs], str] | None = None
     # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
     # elementwise row addresses every dialect.
     scalar: Mapping[str, ScalarExpr | Any] = field(default_factory=dict)
@@ -630,10 +634,19 @@ def _jax_broadcast(x: Any, shape: tuple[int, ...], broadcast_dimensions: tuple[i
     return lax.broadcast_in_dim(x, shape, broadcast_dimensions)
 
 
+def _broadcast_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str:
+    (t,) = ts
+    view = [1] * len(a["shape"])
+    for src, dst in enumerate(a["broadcast_dimensions"]):
+        view[dst] = t.shape[src]  # type: ignore[union-attr]
+    source = x[0] if tuple(view) == t.shape else f"{x[0]}.reshape({tuple(view)})"  # type: ignore[union-attr]
+    return f"np.broadcast_to({source}, {tuple(a['shape'])})"
+
+
 _add(OpDef("broadcast_in_dim", OpKind.SHAPE, 1, ("shape", "broadcast_dimensions"), _broadcast_infer,
            _broadcast_ref, _no_flops, _jax_broadcast,
            lambda rng: ([_rand(rng, (4,))], {"shape": (3, 4), "broadcast_dimensions": (1,)}),
-           view=View.STRIDED, split=Split.MAP, fuse=Fuse.POINTWISE))
+           view=View.STRIDED, split=Split.MAP, fuse=Fuse.POINTWISE, program=_broadcast_program))
 
 
 def _reshape_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -648,7 +661,7 @@ _add(OpDef("reshape", OpKind.SHAPE, 1, ("new_sizes",), _reshape_infer,
            lambda x, new_sizes: np.reshape(x, new_sizes), _no_flops,
            lambda x, new_sizes: _lax("reshape")(x, tuple(new_sizes)),
            lambda rng: ([_rand(rng, (3, 4))], {"new_sizes": (2, 6)}), view=View.RESHAPE,
-           split=Split.MAP))
+           split=Split.MAP, program=lambda x, ts, out, a: f"{x[0]}.reshape({tuple(a['new_sizes'])})"))
 
 
 def _transpose_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -662,7 +675,8 @@ def _transpose_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
 _add(OpDef("transpose", OpKind.SHAPE, 1, ("permutation",), _transpose_infer,
            lambda x, permutation: np.transpose(x, permutation), _no_flops, _lax("transpose"),
            lambda rng: ([_rand(rng, (2, 3, 4))], {"permutation": (2, 0, 1)}), view=View.STRIDED,
-           split=Split.MAP))
+           split=Split.MAP,
+           program=lambda x, ts, out, a: f"{x[0]}.transpose({tuple(a['permutation'])})"))
 
 
 def _squeeze_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -951,6 +965,37 @@ def _dot_ref(lhs, rhs, dimension_numbers, preferred_element_type=None):
     return out.reshape((*shape_b, *[lhs.shape[i] for i in lf], *[rhs.shape[i] for i in rf]))
 
 
+def _dot_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str:
+    """The np.matmul `_dot_ref` reaches, written for these shapes: operands as (*batch, m, k)
+    and (*batch, k, n), transposed and reshaped only where they are not already."""
+    (lc, rc), (lb, rb) = a["dimension_numbers"]
+    lhs, rhs = ts
+    pet = a.get("preferred_element_type")
+
+    def operand(e: str, t: Any, batch: Sequence[int], first: Sequence[int],
+                second: Sequence[int], vector: bool) -> str:
+        perm = (*batch, *first, *second)
+        if perm != tuple(range(t.rank)):
+            e = f"{e}.transpose({perm})"
+        shape = (*(t.shape[i] for i in batch), math.prod(t.shape[i] for i in first),
+                 math.prod(t.shape[i] for i in second))
+        if vector:  # no free dimensions and no batch: a vector, as np.matmul takes one
+            shape = (math.prod(t.shape),)
+        if shape != tuple(t.shape[i] for i in perm):
+            e = f"{e}.reshape({shape})"
+        return f"{e}.astype(np.{dtypes.to_numpy(pet).name})" if pet else e
+
+    lf = [i for i in range(lhs.rank) if i not in (*lc, *lb)]  # type: ignore[union-attr]
+    rf = [i for i in range(rhs.rank) if i not in (*rc, *rb)]  # type: ignore[union-attr]
+    vl, vr = not lb and not lf, not rb and not rf
+    expr = (f"np.matmul({operand(x[0], lhs, lb, lf, lc, vl)}, "
+            f"{operand(x[1], rhs, rb, rc, rf, vr)})")
+    made = (*(lhs.shape[i] for i in lb),  # type: ignore[union-attr]
+            *(() if vl else (math.prod(lhs.shape[i] for i in lf),)),  # type: ignore[union-attr]
+            *(() if vr else (math.prod(rhs.shape[i] for i in rf),)))  # type: ignore[union-attr]
+    return expr if made == out.shape else f"{expr}.reshape({out.shape})"  # type: ignore[union-attr]
+
+
 def _dot_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
     lc = dot_dims(a)[0]
     k = math.prod(ins[0].shape[d] for d in lc)
@@ -968,7 +1013,7 @@ _add(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers",), _dot_infer, _do
            _jax_dot,
            lambda rng: ([_rand(rng, (2, 3, 4)), _rand(rng, (2, 5, 4))],
                         {"dimension_numbers": (((2,), (2,)), ((0,), (0,)))}),
-           monoid=MONOIDS["add"], split=Split.ACCUMULATE))
+           monoid=MONOIDS["add"], split=Split.ACCUMULATE, program=_dot_program))
 
 
 # ---------------------------------------------------------------- reductions

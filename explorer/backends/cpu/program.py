@@ -1,7 +1,8 @@
 """The CPU backend's program generator: a stage's graph as one generated Python module.
 
 The module is straight-line code in schedule order, as a person would write it against the
-op table: each node is one line that calls its row's NumPy reference (`ops.add(v3, v4)`), a
+op table: each node is one line that calls its row's NumPy reference (`ops.add(v3, v4)`) or
+writes the row's NumPy form for the node's shapes (a dot: `np.matmul(v3, v4.T)`), a
 fused kernel (`fuse_0([v3, v4])`, numba, kernel_codegen.py) or, for control flow, a driver
 of runtime.py whose bodies are functions of the same module; each value is cast to its node's
 element type where NumPy's result may differ (`as_f32`: free when it is one already) and
@@ -182,6 +183,9 @@ class _Writer:
             return self.region(n, target, ins, dying, prefix)
         if n.op == "get_tuple_element":
             return [f"{target} = {ins[0]}[{n.attrs['index']}]"]
+        if row.program is not None:
+            expr = row.program(ins, [g[i].type for i in n.inputs], n.type, n.attrs)
+            return [f"{target} = {self.cast(n.type)}({expr})"]
         args = list(ins)
         for k, v in n.attrs.items():
             text = _literal(v)
