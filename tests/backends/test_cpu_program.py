@@ -135,3 +135,68 @@ def test_compile_retraces_for_a_new_static_value() -> None:
     np.testing.assert_allclose(f(x, {"k": 3.0, "on": True}), x * 3, rtol=1e-6)
     np.testing.assert_allclose(f(x, {"k": 3.0, "on": False}), x, rtol=1e-6)
     assert len(f.traces) == 3
+
+
+# ---------------------------------------------------------------- whole scans in numba (loops.py)
+
+
+def _rnn(p: dict, xs: jax.Array) -> tuple:
+    def step(h: jax.Array, x: jax.Array) -> tuple:
+        h = jnp.tanh(h @ p["wh"] + x @ p["wx"] + p["b"])
+        return h, (h.sum(-1), jnp.maximum(h, 0.0).max(0) - 1.0)
+
+    return jax.lax.scan(step, jnp.zeros((4, 6), xs.dtype), xs, reverse=True)
+
+
+RNN_ARGS = ({"wh": _f32(6, 6), "wx": _f32(3, 6), "b": _f32(6)}, _f32(9, 4, 3))
+
+
+@pytest.mark.parametrize("fn", [_rnn, jax.grad(lambda p, xs: _rnn(p, xs)[0].sum())], ids=["rnn", "grad"])
+def test_a_scan_runs_as_one_numba_function_and_matches_its_python_body(fn) -> None:
+    t = gx.explore(fn, *RNN_ARGS)
+    exe = registry.executable(t.final.graph, "cpu")
+    assert exe.program is not None and exe.program.loops
+    assert all(loop.ok for loop in exe.program.loops), [x.reason for x in exe.program.loops]
+    assert "in one numba function" in exe.source
+    flat = exe.prepare(t.flat_args(RNN_ARGS))
+    compiled = exe.execute(flat)
+    kept = [loop.fn for loop in exe.program.loops]
+    for loop in exe.program.loops:  # the same program with each scan's body run per iteration
+        loop.fn = None
+    per_step = exe.execute(flat)
+    for loop, fn_ in zip(exe.program.loops, kept):
+        loop.fn = fn_
+    want = jax.tree_util.tree_leaves(jax.jit(fn)(*RNN_ARGS))
+    for got, step, w in zip(compiled, per_step, want):
+        np.testing.assert_allclose(got, step, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
+    assert any("whole scan" in k.source for k in t.run(backend="cpu").kernels)
+
+
+def test_a_scan_body_numba_does_not_take_runs_per_iteration_with_its_reason() -> None:
+    def cumulative(xs: jax.Array) -> jax.Array:  # a scalar carry: numba's 0-d arrays are out
+        return jax.lax.scan(lambda c, x: (c + x.sum(), c), jnp.float32(0), xs)
+
+    xs = _f32(5, 3)
+    t = gx.explore(cumulative, xs)
+    r = t.run(backend="cpu")
+    for got, w in zip(jax.tree_util.tree_leaves(r.value), jax.tree_util.tree_leaves(cumulative(xs))):
+        np.testing.assert_allclose(got, w, rtol=1e-5)
+    assert "# per iteration: value of type f32[]" in r.program
+
+
+def test_a_scan_numba_fails_to_type_falls_back_once_and_says_why() -> None:
+    from numba.core.errors import TypingError
+
+    t = gx.explore(_rnn, *RNN_ARGS)
+    exe = cpu_backend.CpuProgram(t.final.graph)
+    (loop,) = exe.program.loops
+
+    def refuse(*args):  # noqa: ANN002, ANN202
+        raise TypingError("cannot type this")
+
+    loop.fn = refuse
+    got = exe.execute(exe.prepare(t.flat_args(RNN_ARGS)))
+    assert loop.fn is None and loop.reason.startswith("numba: cannot type this")
+    for g, w in zip(got, jax.tree_util.tree_leaves(_rnn(*RNN_ARGS))):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -37,6 +37,7 @@ from ...ir.traits import Emit
 from ..interpreter import last_uses
 from . import runtime
 from .kernels import CompiledKernel, compile_kernel
+from .loops import CompiledScan
 
 ENTRY, MEASURED = "program", "program_measured"
 
@@ -55,9 +56,10 @@ class Program:
     kernels: list[Any] = field(default_factory=list)  # CompiledKernels, in program order
     interpreters: list[Any] = field(default_factory=list)  # nodes run by the interpreter
     notes: list[str] = field(default_factory=list)  # "interpreted: loop %12 at f.py:3"
+    loops: list[Any] = field(default_factory=list)  # CompiledScans (whole scans in numba)
 
     def all_kernels(self) -> list[Any]:
-        out = list(self.kernels)
+        out = list(self.kernels) + [x for x in self.loops if x.code is not None]
         for interp in self.interpreters:
             out += interp.all_kernels()
         return out
@@ -88,11 +90,13 @@ class _Writer:
         # a second walk (the measured twin) takes the first walk's kernels and interpreters
         self.reuse_kernels = iter(reuse.kernels) if reuse else None
         self.reuse_interpreters = iter(reuse.interpreters) if reuse else None
+        self.reuse_loops = iter(reuse.loops) if reuse else None
         self.ns: dict[str, Any] = reuse.ns if reuse else {
             "ops": SimpleNamespace(), "np": np, "runtime": runtime}
         self.functions: list[list[str]] = []
         self.kernels: list[CompiledKernel] = []
         self.interpreters: list[Any] = []
+        self.loops: list[CompiledScan] = []
         self.notes: list[str] = []
         self.hook_nodes: dict[int, Node] = {}
         self.taken: set[str] = set(reuse.taken) if reuse else set(self.ns)
@@ -225,9 +229,20 @@ class _Writer:
         if n.op == "scan":
             body = self.function(a["body"], self._fname(here + "body"), here)
             t = self.bind(f"type_{here}", n.type)
-            return [f"{target} = runtime.run_scan({body}, [{args}], {t}, length={a['length']}, "
-                    f"reverse={a['reverse']}, num_consts={a['num_consts']}, "
-                    f"num_carry={a['num_carry']})"]
+            driver = (f"runtime.run_scan({body}, [{args}], {t}, length={a['length']}, "
+                      f"reverse={a['reverse']}, num_consts={a['num_consts']}, "
+                      f"num_carry={a['num_carry']})")
+            loop = (next(self.reuse_loops) if self.reuse_loops is not None
+                    else CompiledScan(n, f"{prefix}scan_{n.id}"))
+            self.loops.append(loop)
+            if not loop.ok:
+                return [f"{target} = {driver}  # per iteration: {loop.reason}"]
+            ns = self.ns
+            loop.fallback = lambda vals, b=body, t=t: runtime.run_scan(  # type: ignore[misc]
+                ns[b], vals, ns[t], a["length"], a["reverse"], a["num_consts"], a["num_carry"])
+            fn = self.bind(f"scan_{n.id}", loop)
+            return [f"{target} = {fn}([{args}])  # all {a['length']} iterations in one numba "
+                    f"function ({body} is the same body in Python)"]
         if n.op == "while":
             cond = self.function(a["cond"], self._fname(here + "cond"), here + "cond_")
             body = self.function(a["body"], self._fname(here + "body"), here)
@@ -297,4 +312,5 @@ def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
         exec(compile(text, f"<program @{graph.name}>", "exec"), w.ns)
     except SyntaxError as e:  # a bug of ours: say so plainly
         raise ProgramError(f"generated program does not parse: {e}") from e
-    return Program(shown, w.ns[ENTRY], w.ns[MEASURED], w.kernels, w.interpreters, w.notes)
+    return Program(shown, w.ns[ENTRY], w.ns[MEASURED], w.kernels, w.interpreters, w.notes,
+                   w.loops)

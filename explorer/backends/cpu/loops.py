@@ -1,0 +1,283 @@
+"""Scans compiled whole: a `scan` whose body the generator can take runs as one numba
+function over all its iterations, as XLA runs a while loop, with no Python per step.
+
+The function is one generated module: the body's fused kernels (their generated source,
+renamed), then a loop over the iterations that calls them, BLAS dots through numba's np.dot,
+and the few array ops bodies hold besides (broadcasts, reshapes, transposes, one-axis
+reductions, unfused elementwise ops as loops over their scalar forms). Carries pass from one
+iteration to the next as local arrays; each stacked result is written row by row into an
+array allocated once. What it takes: tensors of rank >= 1 everywhere in the body (numba's
+0-d arrays are a poor fit), kernels that run serially, and 2-D or 1-D dots without batch
+dimensions. Any other body runs as a generated Python function per iteration (program.py),
+and a body numba then fails to type falls back to that too, once, with the reason kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...ir import dtypes
+from ...ir.graph import Graph, Node, TensorType, TupleType
+from ...ir.ops import OPS
+from ...ir.traits import OpKind
+from ..kernel_plan import PlanError, plan_kernel
+from .kernel_codegen import KERNEL, _expr, accumulator, generate, np_type
+from .kernels import CpuKernelCode, _planned_threads, load
+from .runtime import one_or_tuple
+
+REDUCE = {"reduce_sum": "{acc} + {x}", "reduce_max": "_max({acc}, {x})",
+          "reduce_min": "_min({acc}, {x})"}
+FLOATS = ("f32", "f64")
+
+
+class Unsupported(Exception):
+    """A body the scan generator does not take (the reason says which node)."""
+
+
+def _tensor(t: Any) -> TensorType:
+    if not isinstance(t, TensorType) or t.rank == 0 or t.dtype not in FLOATS + ("i32", "i64", "pred"):
+        raise Unsupported(f"value of type {t} (only arrays of rank >= 1)")
+    return t
+
+
+def _dtype(d: str) -> str:
+    return np_type(d)
+
+
+def _all(rank: int) -> str:
+    return ", ".join(f"i{d}" for d in range(rank))
+
+
+def _dot(n: Node, a: str, b: str, g: Graph) -> str:
+    (lc, rc), (lb, rb) = n.attrs["dimension_numbers"]
+    lhs, rhs = g[n.inputs[0]].type, g[n.inputs[1]].type
+    if lb or rb or len(lc) != 1 or len(rc) != 1 or lhs.rank > 2 or rhs.rank > 2 \
+            or n.attrs.get("preferred_element_type") or lhs.dtype not in FLOATS:
+        raise Unsupported(f"{n.describe()}: a dot numba's np.dot does not take")
+    left = a if lhs.rank == 1 or lc[0] == 1 else f"{a}.T"
+    right = b if rhs.rank == 1 or rc[0] == 0 else f"{b}.T"
+    return f"np.dot({left}, {right})"
+
+
+class _Body:
+    def __init__(self, g: Graph, prefix: str) -> None:
+        self.g, self.prefix = g, prefix
+        self.lines: list[str] = []
+        self.kernels: list[str] = []  # kernel sources, renamed
+        self.globals: dict[str, Any] = {}  # scalars, written into the module exactly
+        self.arrays: dict[str, np.ndarray] = {}  # array constants, passed as arguments
+
+    def emit(self, var: dict[int, str]) -> None:
+        for n in self.g.nodes:
+            if n.op == "parameter":
+                continue
+            if not (n.op == "constant" and isinstance(n.type, TensorType) and n.type.rank == 0):
+                _tensor(n.type)  # (a scalar constant is a numba scalar)
+            target = f"v{n.id}"
+            ins = [var[i] for i in n.inputs]
+            self.node(n, target, ins)
+            var[n.id] = target
+
+    def node(self, n: Node, target: str, ins: list[str]) -> None:
+        w, t = self.lines.append, n.type
+        row = OPS[n.op]
+        if n.op == "kernel":
+            self.kernel(n, target, ins)
+        elif n.op == "dot_general":
+            w(f"{target} = {_dot(n, ins[0], ins[1], self.g)}")
+        elif n.op == "constant" and t.rank == 0:
+            name = f"s_{self.prefix}{n.id}_value"
+            self.globals[name] = dtypes.to_numpy(t.dtype).type(n.attrs["value"].array.item())
+            w(f"{target} = {name}")
+        elif n.op == "constant":
+            name = f"const_{self.prefix}{n.id}"
+            self.arrays[name] = np.ascontiguousarray(n.attrs["value"].array,
+                                                     dtypes.to_numpy(t.dtype))
+            w(f"{target} = {name}")
+        elif n.op == "broadcast_in_dim":
+            # contiguous, so that the kernels reading it vectorize (a broadcast view's 'A'
+            # layout cost a scan's tanh kernel 8x); one that only adds unit axes is a reshape
+            src = self.g[n.inputs[0]].type
+            if src.size == t.size:
+                w(f"{target} = np.ascontiguousarray({ins[0]}).reshape({t.shape})")
+            else:
+                expr = row.program(ins, [src], t, n.attrs)
+                w(f"{target} = np.ascontiguousarray({expr})")
+        elif n.op in ("reshape", "transpose"):
+            w(f"{target} = {row.program(ins, [self.g[i].type for i in n.inputs], t, n.attrs)}")
+        elif n.op in REDUCE:  # a loop over the input (numba's np.sum(axis=) is 5x slower)
+            src = self.g[n.inputs[0]].type
+            axes = set(n.attrs["axes"])
+            kept = [d for d in range(src.rank) if d not in axes]
+            monoid = row.monoid
+            assert monoid is not None
+            ident = f"s_{self.prefix}{n.id}_identity"
+            self.globals[ident] = dtypes.to_numpy(t.dtype).type(monoid.identity_value(t.dtype))
+            at = ", ".join(f"i{d}" for d in kept) or "0"
+            fold = REDUCE[n.op].format(acc=f"{target}[{at}]", x=f"{ins[0]}[{_all(src.rank)}]")
+            w(f"{target} = np.full({t.shape}, {ident}, {_dtype(t.dtype)})")
+            self.nest(src.shape, f"{target}[{at}] = {fold}")
+        elif row.kind == OpKind.ELEMENTWISE:
+            if any(self.g[i].type.shape not in (t.shape, ()) for i in n.inputs):
+                raise Unsupported(f"{n.describe()}: an elementwise op on broadcast shapes")
+            ix = _all(t.rank)
+            expr = _expr(n)([f"{x}[{ix}]" if self.g[i].type.rank else x
+                             for x, i in zip(ins, n.inputs)], n)
+            w(f"{target} = np.empty({t.shape}, {_dtype(t.dtype)})")
+            self.nest(t.shape, f"{target}[{ix}] = {_dtype(t.dtype)}({expr})")
+        else:
+            raise Unsupported(f"{n.describe()}: {n.op} inside a compiled scan")
+
+    def nest(self, shape: Sequence[int], statement: str) -> None:
+        """A loop nest over `shape` (indices i0, i1, ...) around one statement."""
+        for d, size in enumerate(shape):
+            self.lines.append("    " * d + f"for i{d} in range({size}):")
+        self.lines.append("    " * len(shape) + statement)
+
+    def kernel(self, n: Node, target: str, ins: list[str]) -> None:
+        body = n.attrs["body"]
+        try:
+            plan = plan_kernel(body)
+            code = generate(plan, body.name.replace("-", "_"), _planned_threads())
+        except PlanError as e:
+            raise Unsupported(f"{n.describe()}: {e}") from None
+        if code.parallel or code.chunks:
+            raise Unsupported(f"{n.describe()}: a parallel kernel")
+        fn = f"kernel_{self.prefix}{n.id}"
+        self.kernels.append(code.source.replace(f"def {KERNEL}(", f"def {fn}(")
+                            .replace("cache=True", "cache=False"))
+        w = self.lines.append
+        out_t = plan.output.type
+        w(f"{target} = np.empty({out_t.shape}, {_dtype(out_t.dtype)})")
+        extra = []
+        if code.red is not None:
+            _, acc, identity = accumulator(plan)
+            ident = f"s_{self.prefix}{n.id}_identity"
+            self.globals[ident] = dtypes.to_numpy(acc).type(identity)
+            if code.red == "out":
+                w(f"{target}[...] = {ident}")
+            else:
+                extra.append(f"np.full({plan.out_shape}, {ident}, {_dtype(acc)})")
+        scalars = []
+        for name, value in code.scalars:
+            g = f"s_{self.prefix}{n.id}_{name}"
+            self.globals[g] = value
+            scalars.append(g)
+        w(f"{fn}({', '.join([*ins, *extra, target, *scalars])})")
+
+
+def generate_scan(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+    """The module source of scan `n`'s loop function `kernel`, the scalars it defines, and
+    the array constants it takes as its last arguments."""
+    a, body = n.attrs, n.attrs["body"]
+    nc, nk = a["num_consts"], a["num_carry"]
+    params = body.param_nodes
+    for p in params:
+        _tensor(p.type)
+    nx = len(params) - nc - nk
+    outs = [body[o] for o in body.outputs]
+    for o in outs:
+        _tensor(o.type)
+    consts = [f"c{k}" for k in range(nc)]
+    inits = [f"h{k}" for k in range(nk)]
+    xs = [f"x{k}" for k in range(nx)]
+    ys = [f"y{k}" for k in range(len(outs) - nk)]
+    b = _Body(body, prefix)
+    var = {p.id: name for p, name in zip(params, [*consts, *(f"carry{k}" for k in range(nk)),
+                                                  *(f"row{k}" for k in range(nx))])}
+    b.emit(var)
+    lines = ["@njit(error_model='numpy', cache=False)",
+             f"def {KERNEL}({', '.join([*consts, *inits, *xs, *ys, 'length', 'reverse', *b.arrays])}):"]
+    lines += [f"    carry{k} = np.ascontiguousarray(h{k})" for k in range(nk)]
+    lines += ["    for step in range(length):",
+              "        i = length - 1 - step if reverse else step"]
+    lines += [f"        row{k} = x{k}[i]" for k in range(nx)]
+    lines += [f"        {x}" for x in b.lines]
+    new = [var[o] for o in body.outputs]
+    lines += [f"        y{k}[i] = {v}" for k, v in enumerate(new[nk:])]
+    lines += [f"        carry{k} = np.ascontiguousarray({v})" for k, v in enumerate(new[:nk])]
+    lines += [f"    return ({''.join(f'carry{k}, ' for k in range(nk))})"]
+    source = "\n\n".join([*b.kernels, "\n".join(lines)]) + "\n"
+    return source, b.globals, b.arrays
+
+
+class CompiledScan:
+    """A scan node's compiled loop, called as the program's driver is: (vals) -> results."""
+
+    def __init__(self, n: Node, name: str) -> None:
+        self.node, self.name = n, name
+        self.reason = ""
+        self.fn: Callable[..., Any] | None = None
+        self.fallback: Callable[[Sequence[Any]], Any] | None = None  # the per-iteration body
+        self.seconds = 0.0
+        self.arrays: dict[str, np.ndarray] = {}
+        try:
+            source, scalars, self.arrays = generate_scan(n, "")
+        except Unsupported as e:
+            self.reason, self.code = str(e), None
+            return
+        self.code = CpuKernelCode(name, _globals_source(scalars) + source, False, None, None,
+                                  0, ())
+        try:
+            self.fn = load(self.code)
+        except (PlanError, ImportError) as e:
+            self.reason = str(e)
+
+    @property
+    def ok(self) -> bool:
+        return self.fn is not None
+
+    @property
+    def source(self) -> str:
+        if self.code is None:
+            return f"# the scan's body runs per iteration: {self.reason}\n"
+        return f"# {self.name}: the whole scan, one numba function\n{self.code.source}"
+
+    def __call__(self, vals: Sequence[np.ndarray]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            if self.fn is None:
+                assert self.fallback is not None
+                return self.fallback(vals)
+            return self._launch(vals)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def _launch(self, vals: Sequence[np.ndarray]) -> Any:
+        a, n = self.node.attrs, self.node
+        types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
+        nk = a["num_carry"]
+        ys = [np.empty(t.shape, dtypes.to_numpy(t.dtype)) for t in types[nk:]]
+        try:
+            carries = self.fn(*vals, *ys, a["length"], a["reverse"], *self.arrays.values())  # type: ignore[misc]
+        except Exception as e:  # numba could not type it: per iteration from now on, and why
+            if not type(e).__module__.startswith("numba") or self.fallback is None:
+                raise
+            lines = [x for x in str(e).splitlines() if x.strip()]
+            self.fn, self.reason = None, f"numba: {' / '.join(lines[:3])}"
+            return self.fallback(vals)
+        return one_or_tuple([*carries, *ys])
+
+
+def _globals_source(values: dict[str, Any]) -> str:
+    """Module-level definitions of the loop's constants, exact (floats through their hex)."""
+    lines = []
+    for name, v in values.items():
+        if isinstance(v, np.ndarray):
+            flat = ", ".join(_scalar(x, v.dtype) for x in v.ravel())
+            lines.append(f"{name} = np.array([{flat}], np.{v.dtype.name}).reshape({v.shape})")
+        else:
+            lines.append(f"{name} = {_scalar(v, np.asarray(v).dtype)}")
+    return "\n".join(lines) + "\n\n"
+
+
+def _scalar(x: Any, dtype: np.dtype) -> str:
+    if np.issubdtype(dtype, np.floating):
+        return f"np.{dtype.name}(float.fromhex({float(x).hex()!r}))"
+    if dtype == np.bool_:
+        return repr(bool(x))
+    return f"np.{dtype.name}({int(x)})"
