@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from .backends import reference, registry
+from .backends.jax import SignatureMismatch
 from .frontend.arguments import ArgSpec, host_value, is_key, static_key
 from .ir import dtypes
 from .options import CompileOptions
@@ -38,8 +39,12 @@ def signature(args: Sequence[Any]) -> Signature:
     leaves' values and the traced leaves' shapes and dtypes."""
     spec = ArgSpec.of(args)
     leaves = spec.dynamic_leaves(args, str)
-    return spec.signature, tuple((np.shape(x), str(getattr(x, "dtype", np.result_type(x))))
-                                 for x in leaves)
+    return spec.signature, tuple((np.shape(x), str(_dtype_of(x))) for x in leaves)
+
+
+def _dtype_of(x: Any) -> Any:
+    """A leaf's dtype (a typed PRNG key's too: NumPy cannot make one of it)."""
+    return x.dtype if hasattr(x, "dtype") else np.result_type(x)
 
 
 def _leaf_key(leaf: Any, top_level: bool) -> Any:
@@ -69,18 +74,28 @@ class Entry:
     """One signature's call: the traced leaves converted to the graph's parameters, the
     executable run, the results unflattened."""
 
-    __slots__ = ("trace", "exe", "feed", "out_tree", "session", "call")
+    __slots__ = ("trace", "exe", "feed", "out_tree", "session", "call", "device", "tree_call")
 
-    def __init__(self, trace: Trace, exe: Any, leaves: Sequence[Any], dynamic: Sequence[bool],
+    def __init__(self, trace: Trace, exe: Any, leaves: Sequence[Any], spec: ArgSpec,
                  session: Any) -> None:
+        dynamic = spec.dynamic
         self.trace, self.exe, self.session = trace, exe, session
         self.out_tree = trace.traced.out_tree
         params = trace.traced.graph.param_nodes
         index = [k for k, d in enumerate(dynamic) if d]
-        self.feed = [(k, _converter(leaves[k], p.type.dtype, p.attrs.get("name", f"%{p.id}")))
+        # the jax backend takes and gives jax arrays, as jax.jit does: nothing to convert
+        self.device = bool(getattr(exe, "device_arrays", False))
+        self.feed = [(k, _converter(leaves[k], p.type.dtype, p.attrs.get("name", f"%{p.id}"),
+                                    self.device))
                      for k, p in zip(index, params, strict=True)]
         fast = getattr(exe, "call", None)
         self.call = fast if fast is not None else (lambda flat: exe.execute(exe.prepare(flat)))
+        # a backend that jits the whole call on the user's pytree (jax), when every leaf is
+        # traced (jax.jit cannot take the static ones as arguments)
+        tree_call = getattr(exe, "tree_call", None)
+        self.tree_call = (tree_call(spec.tree, self.out_tree)
+                          if tree_call is not None and all(dynamic) and session is None
+                          else None)
 
     def __call__(self, leaves: Sequence[Any]) -> Any:
         flat = [convert(leaves[k]) for k, convert in self.feed]
@@ -89,19 +104,22 @@ class Entry:
                 outs = self.call(flat)
         else:
             outs = self.call(flat)
-        outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
+        if not self.device:
+            outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
 
 
-def _converter(example: Any, dtype: str, name: str) -> Callable[[Any], np.ndarray]:
+def _converter(example: Any, dtype: str, name: str, device: bool = False
+               ) -> Callable[[Any], Any]:
     """Leaf -> the host array of the graph parameter's element type (a typed PRNG key as its
-    key data; another dtype cast where NumPy casts it safely, as check_args does)."""
+    key data; another dtype cast where NumPy casts it safely, as check_args does). With
+    `device` (the jax backend), arrays of the right type pass as they are."""
     want = dtypes.to_numpy(dtype)
     if is_key(example):
-        return host_value
-    have = np.dtype(getattr(example, "dtype", np.result_type(example)))
+        return jax.random.key_data if device else host_value
+    have = np.dtype(_dtype_of(example))
     if have == want:
-        return np.asarray
+        return (lambda x: x) if device else np.asarray
     if not np.can_cast(have, want, "same_kind"):
         raise reference.ArgumentError(f"argument {name} has element type {have}, but the "
                                       f"graph was traced with {want}")
@@ -125,6 +143,7 @@ class Compiled:
         self.traces: OrderedDict[Signature, Trace] = OrderedDict()
         self.entries: dict[Any, Entry] = {}  # call key -> its entry (dropped with its trace)
         self._top: dict[Any, frozenset[int]] = {}
+        self._fast: Callable[..., Any] | None = None
         functools.update_wrapper(self, fn)
 
     def trace_for(self, *args: Any) -> Trace:
@@ -140,6 +159,12 @@ class Compiled:
         return self.traces[key]
 
     def __call__(self, *args: Any) -> Any:
+        fast = self._fast
+        if fast is not None:
+            try:
+                return fast(*args)
+            except SignatureMismatch:
+                pass
         leaves, tree = jax.tree_util.tree_flatten(args)
         top = self._top.get(tree)
         if top is None:
@@ -148,6 +173,7 @@ class Compiled:
         entry = self.entries.get(key)
         if entry is None:
             entry = self._entry(args, leaves, key)
+        self._fast = entry.tree_call  # the latest signature's whole-call jit, if any
         return entry(leaves)
 
     def _entry(self, args: tuple[Any, ...], leaves: Sequence[Any], key: Any) -> Entry:
@@ -160,7 +186,7 @@ class Compiled:
         session = (functools.partial(backend.session, **self.settings)
                    if self.settings or own else None)
         spec = ArgSpec.of(args)
-        entry = Entry(t, exe, leaves, spec.dynamic, session)
+        entry = Entry(t, exe, leaves, spec, session)
         live = {id(x) for x in self.traces.values()}
         self.entries = {k: e for k, e in self.entries.items() if id(e.trace) in live}
         self.entries[key] = entry

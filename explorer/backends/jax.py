@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..ir import dtypes
 from ..ir.control_ops import scan_groups
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
@@ -31,6 +32,10 @@ from .interpreter import Interpreter, one_or_tuple
 from .reference import check_args
 from .registry import Backend, Run, register
 from .result import Kernel
+
+
+class SignatureMismatch(TypeError):
+    """Arguments a tree_call function was not traced for."""
 
 
 class JaxInterpreter(Interpreter):
@@ -107,10 +112,35 @@ class JaxExecutable:
             return None
         return None if analysis is None else int(analysis.temp_size_in_bytes)
 
+    device_arrays = True  # gx.compile's calls give jax arrays back, as jax.jit's do
+
     def call(self, flat: Sequence[Any]) -> list[Any]:
         """gx.compile's call on arguments of the traced shapes and types: the jitted
         function itself, so JAX's C++ fast path dispatches it."""
         return self.jitted(*flat)
+
+    def tree_call(self, in_tree: Any, out_tree: Any) -> Callable[..., Any]:
+        """gx.compile's call on the user's own pytree of arrays: one jax.jit function that
+        flattens the arguments, runs the graph and builds the result tree while tracing, so
+        a call is JAX's C++ dispatch alone. Arguments unlike the traced ones raise
+        SignatureMismatch when JAX traces them (gx.compile then takes its general path)."""
+        params = self.graph.param_nodes
+        run = lower(self.graph)
+
+        def fn(*args: Any) -> Any:
+            leaves, tree = jax.tree_util.tree_flatten(args)
+            if tree != in_tree or len(leaves) != len(params):
+                raise SignatureMismatch(f"arguments shaped like {tree}, traced as {in_tree}")
+            flat = []
+            for x, p in zip(leaves, params):
+                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+                    x = jax.random.key_data(x)
+                if x.shape != p.type.shape or x.dtype != dtypes.to_numpy(p.type.dtype):
+                    raise SignatureMismatch(f"{x.shape} {x.dtype} for {p.type}")
+                flat.append(x)
+            return jax.tree_util.tree_unflatten(out_tree, run(*flat))
+
+        return jax.jit(fn)
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         return [jax.device_put(a) for a in check_args(self.graph, args)]

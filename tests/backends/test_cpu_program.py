@@ -128,6 +128,29 @@ def test_compile_calls_trace_once_per_signature_and_convert_like_check_args() ->
     np.testing.assert_allclose(got, x * 2, rtol=1e-6)
 
 
+def test_compile_takes_typed_keys_and_the_jax_backend_gives_jax_arrays() -> None:
+    def noisy(key: jax.Array, x: jax.Array) -> jax.Array:
+        return x + jax.random.normal(key, x.shape)
+
+    key, x = jax.random.key(3), _f32(4, 3)
+    want = jax.jit(noisy)(key, x)
+    for backend in ("cpu", "jax"):
+        got = gx.compile(noisy, backend=backend)(key, x)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert isinstance(got, jax.Array if backend == "jax" else np.ndarray)
+
+
+def test_the_jax_backend_calls_one_jit_of_the_whole_call_and_leaves_it_for_new_shapes() -> None:
+    f = gx.compile(lambda p, x: {"y": jnp.tanh(x @ p["w"]).sum(0)}, backend="jax")
+    p, big, small = {"w": _f32(4, 3)}, _f32(6, 4), _f32(2, 4)
+    for x in (big, small, big, small.astype(np.float16), big):  # alternating signatures
+        got = f(p, x)["y"]
+        np.testing.assert_allclose(got, np.tanh(x.astype(np.float32) @ p["w"]).sum(0),
+                                   rtol=2e-3, atol=2e-3)
+    assert len(f.traces) == 3 and f._fast is not None
+    assert all(e.tree_call is not None for e in f.entries.values())
+
+
 def test_compile_retraces_for_a_new_static_value() -> None:
     f = gx.compile(lambda x, cfg: x * cfg["k"] if cfg["on"] else x, backend="jax")
     x = _f32(3)
