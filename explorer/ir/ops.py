@@ -331,7 +331,14 @@ def _c_round(a: list[str], n: Any) -> str:
 
 
 _unary("neg", np.negative, require=_is_num, what="numeric", expr="(-{0})", hlo="negate")
-_math("exp", np.exp, hlo="exponential")
+def _f32_or(f32_form: str, other: str) -> Any:
+    """A numba scalar form for float32 results (a vectorizable helper of the CPU kernels:
+    backends/cpu/kernel_codegen.py) and another for the rest."""
+    return lambda a, n: (f32_form if n.dtype == "f32" else other).format(*a)
+
+
+# numba: float32 exp and tanh through vectorizable helpers (XLA's own tanh approximation)
+_unary("exp", np.exp, 4, hlo="exponential", cuda="exp", numba=_f32_or("_exp32({0})", "np.exp({0})"))
 _math("exp2", np.exp2)
 _math("log", np.log, sample=_unary_sample(low=0.1, high=3.0), hlo="log")
 _math("log1p", np.log1p, sample=_unary_sample(low=-0.5, high=3.0), hlo="log-plus-one")
@@ -355,11 +362,9 @@ _math("cosh", np.cosh)
 _math("asinh", np.arcsinh, np_name="arcsinh")
 _math("acosh", np.arccosh, np_name="arccosh", sample=_unary_sample(low=1.1, high=3.0))
 _math("atanh", np.arctanh, np_name="arctanh", sample=_unary_sample(low=-0.9, high=0.9))
-# numba: float32 through XLA's own rational approximation (backends/cpu/kernel_codegen._tanh32)
-_unary("tanh", np.tanh, 4, hlo="tanh", cuda="tanh",
-       numba=lambda a, n: f"_tanh32({a[0]})" if n.dtype == "f32" else f"np.tanh({a[0]})")
-_unary("logistic", sp.expit, 4, numba="(1 / (1 + np.exp(-{0})))", cuda="(1 / (1 + exp(-{0})))",
-       hlo="logistic")
+_unary("tanh", np.tanh, 4, hlo="tanh", cuda="tanh", numba=_f32_or("_tanh32({0})", "np.tanh({0})"))
+_unary("logistic", sp.expit, 4, cuda="(1 / (1 + exp(-{0})))", hlo="logistic",
+       numba=_f32_or("(1 / (1 + _exp32(-{0})))", "(1 / (1 + np.exp(-{0})))"))
 _unary("erf", sp.erf, 8, numba="math.erf", cuda="erf", hlo="erf")
 _unary("erfc", sp.erfc, 8, numba="math.erfc", cuda="erfc")
 _unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba=FALLS_BACK,

@@ -21,9 +21,11 @@ accumulate in float64. The kernel allocates nothing: every buffer it writes (out
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -233,19 +235,25 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
 
 # ---------------------------------------------------------------- helpers the kernels call
 
-PRELUDE = '''import math
+# numba's disk cache checks a kernel module's own file, not the helpers it inlines: the
+# prelude names this file's hash, so that changed helpers make new modules (kernels.load keys
+# them by their text) instead of reusing machine code built from the old ones.
+_HELPERS_VERSION = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
+
+PRELUDE = f'''import math
 
 import numpy as np
 from numba import njit, prange
 
 from explorer.backends.cpu.kernel_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
-                                                _tanh32, _tk_key, _to_int)
+                                                _exp32, _tanh32, _tk_key, _to_int)
+# helpers {_HELPERS_VERSION}
 '''
 
 
 def _helpers() -> dict[str, object]:
     from numba import njit, types
-    from numba.extending import overload
+    from numba.extending import intrinsic, overload
 
     @njit(inline="always")
     def _max(a, b):  # np.maximum: NaN wins
@@ -314,6 +322,38 @@ def _helpers() -> dict[str, object]:
         r = c * p / q
         return x if abs(x) < np.float32(0.0004) else r  # a select, so the loop vectorizes
 
+    @intrinsic
+    def _bits_as_f32(typingctx, bits):  # an int32's bits as a float32 (C's memcpy idiom)
+        from llvmlite import ir
+
+        if bits != types.int32:
+            return None
+        return types.float32(types.int32), \
+            lambda context, builder, sig, args: builder.bitcast(args[0], ir.FloatType())
+
+    # float32 exp without libm, so the loop vectorizes (libm's expf does not: a softmax's
+    # exp ran at 2.8 ns an element): x = n ln2 + r with n = round(x log2 e), Cephes'
+    # degree-6 polynomial for e^r, and 2^n as two powers of two made from exponent bits (each
+    # in the normal range, so the one rounding of the last product gives libm's subnormals
+    # and overflow); NaN stays NaN. Within 3 ulp of the correctly rounded result.
+    @njit(inline="always")
+    def _exp32(x):
+        c = min(max(x, np.float32(-104.0)), np.float32(89.0))
+        n = np.floor(c * np.float32(1.44269504) + np.float32(0.5))
+        r = c - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+        z = r * r
+        p = np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)
+        p = p * r + np.float32(8.3334519073e-3)
+        p = p * r + np.float32(4.1665795894e-2)
+        p = p * r + np.float32(1.6666665459e-1)
+        p = p * r + np.float32(5.0000001201e-1)
+        half = np.int64(n) // 2
+        y = (p * z + r + np.float32(1.0)) * _bits_as_f32(np.int32((half + 127) << 23))
+        y = y * _bits_as_f32(np.int32((np.int64(n) - half + 127) << 23))
+        y = np.float32(np.inf) if x > np.float32(89.0) else y
+        y = np.float32(0.0) if x < np.float32(-104.0) else y
+        return x if x != x else y
+
     @njit(inline="always")
     def _round_away(x):
         return np.sign(x) * np.floor(np.abs(x) + 0.5)
@@ -338,7 +378,7 @@ def _helpers() -> dict[str, object]:
 
     return {"_max": _max, "_min": _min, "_tk_key": _tk_key, "_idiv": _idiv, "_irem": _irem,
             "_radd": _radd, "_rmul": _rmul, "_round_away": _round_away, "_to_int": _to_int,
-            "_tanh32": _tanh32}
+            "_tanh32": _tanh32, "_exp32": _exp32}
 
 
 def __getattr__(name: str) -> object:
