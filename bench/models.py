@@ -7,8 +7,8 @@ against `jax.jit` of the same function on the same arguments, every ratio within
 
 `jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
 A timing is the median of `--repeats` calls after a warm-up (compilation excluded), each
-call as a user makes it: host (NumPy) arguments in, results back as arrays (`jax.jit`'s
-results are waited for with block_until_ready). "traced" is `gx.compile(..., pipeline=[])`:
+call as a user makes it: host (NumPy) arguments in, results back as arrays (results that are
+jax arrays, `jax.jit`'s and the jax backend's, are waited for with block_until_ready). "traced" is `gx.compile(..., pipeline=[])`:
 the traced graph as it is, no pass run. The dispatch table runs the test zoo's programs
 (tests/zoo.py) at their own small sizes, where a call's overhead is what is measured.
 """
@@ -203,7 +203,8 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
         if not _close(got, want):
             out[label] = "MISMATCH"
             continue
-        out[label] = _median_call(lambda c=compiled: c(*args), repeats)
+        # the jax backend gives jax arrays, dispatched asynchronously as jax.jit's are
+        out[label] = _median_call(lambda c=compiled: jax.block_until_ready(c(*args)), repeats)
     return out
 
 
