@@ -71,7 +71,9 @@ def test_control_flow_bodies_are_functions_of_the_program(name: str) -> None:
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
     exe = registry.executable(t.final.graph, "cpu")
     assert isinstance(exe, CpuProgram) and exe.program is not None and not exe.notes
-    assert f"runtime.run_{ {'cond': 'conditional'}.get(name, name)}(" in exe.source
+    driver = {"scan": "in one numba function", "while": "runtime.run_while(",
+              "cond": "runtime.run_conditional("}[name]
+    assert driver in exe.source
     assert exe.source.count("def ") >= 2  # the bodies are functions of the module
 
 
@@ -197,15 +199,27 @@ def test_a_scan_runs_as_one_numba_function_and_matches_its_python_body(fn) -> No
 
 
 def test_a_scan_body_numba_does_not_take_runs_per_iteration_with_its_reason() -> None:
-    def cumulative(xs: jax.Array) -> jax.Array:  # a scalar carry: numba's 0-d arrays are out
-        return jax.lax.scan(lambda c, x: (c + x.sum(), c), jnp.float32(0), xs)
+    def cumulative(xs: jax.Array) -> jax.Array:  # a sort: no numba form in a compiled scan
+        return jax.lax.scan(lambda c, x: (c + jnp.sort(x)[0], c), jnp.float32(0), xs)
 
     xs = _f32(5, 3)
     t = gx.explore(cumulative, xs)
     r = t.run(backend="cpu")
     for got, w in zip(jax.tree_util.tree_leaves(r.value), jax.tree_util.tree_leaves(cumulative(xs))):
         np.testing.assert_allclose(got, w, rtol=1e-5)
-    assert "# per iteration: value of type f32[]" in r.program
+    assert "# per iteration: %" in r.program and "sort inside a compiled scan" in r.program
+
+
+def test_scalar_carries_and_rows_stay_numba_scalars() -> None:
+    def running(xs: jax.Array, k: jax.Array) -> tuple:  # 0-d carry, rows and constant
+        return jax.lax.scan(lambda c, x: (c * k + x.sum(), (c, x.max())), jnp.float32(1), xs)
+
+    xs, k = _f32(6, 3), np.float32(0.5)
+    t = gx.explore(running, xs, k)
+    r = t.run(backend="cpu")
+    assert "in one numba function" in r.program, r.program
+    for got, w in zip(jax.tree_util.tree_leaves(r.value), jax.tree_util.tree_leaves(running(xs, k))):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
 
 def test_a_scan_numba_fails_to_type_falls_back_once_and_says_why() -> None:

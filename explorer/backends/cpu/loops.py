@@ -39,8 +39,8 @@ class Unsupported(Exception):
 
 
 def _tensor(t: Any) -> TensorType:
-    if not isinstance(t, TensorType) or t.rank == 0 or t.dtype not in FLOATS + ("i32", "i64", "pred"):
-        raise Unsupported(f"value of type {t} (only arrays of rank >= 1)")
+    if not isinstance(t, TensorType) or t.dtype not in FLOATS + ("i32", "i64", "pred"):
+        raise Unsupported(f"value of type {t}")
     return t
 
 
@@ -75,8 +75,7 @@ class _Body:
         for n in self.g.nodes:
             if n.op == "parameter":
                 continue
-            if not (n.op == "constant" and isinstance(n.type, TensorType) and n.type.rank == 0):
-                _tensor(n.type)  # (a scalar constant is a numba scalar)
+            _tensor(n.type)  # (a 0-d value is a numba scalar throughout)
             target = f"v{n.id}"
             ins = [var[i] for i in n.inputs]
             self.node(n, target, ins)
@@ -98,6 +97,10 @@ class _Body:
             self.arrays[name] = np.ascontiguousarray(n.attrs["value"].array,
                                                      dtypes.to_numpy(t.dtype))
             w(f"{target} = {name}")
+        elif t.rank == 0 and n.op in ("reshape", "broadcast_in_dim"):  # a one-element array
+            w(f"{target} = {ins[0]}.ravel()[0]")
+        elif n.op in ("reshape", "broadcast_in_dim") and self.g[n.inputs[0]].type.rank == 0:
+            w(f"{target} = np.full({t.shape}, {ins[0]}, {_dtype(t.dtype)})")
         elif n.op == "broadcast_in_dim":
             # contiguous, so that the kernels reading it vectorize (a broadcast view's 'A'
             # layout cost a scan's tanh kernel 8x); one that only adds unit axes is a reshape
@@ -117,18 +120,22 @@ class _Body:
             assert monoid is not None
             ident = f"s_{self.prefix}{n.id}_identity"
             self.globals[ident] = dtypes.to_numpy(t.dtype).type(monoid.identity_value(t.dtype))
-            at = ", ".join(f"i{d}" for d in kept) or "0"
-            fold = REDUCE[n.op].format(acc=f"{target}[{at}]", x=f"{ins[0]}[{_all(src.rank)}]")
-            w(f"{target} = np.full({t.shape}, {ident}, {_dtype(t.dtype)})")
-            self.nest(src.shape, f"{target}[{at}] = {fold}")
+            acc = f"{target}[{', '.join(f'i{d}' for d in kept)}]" if kept else target
+            fold = REDUCE[n.op].format(acc=acc, x=f"{ins[0]}[{_all(src.rank)}]")
+            w(f"{target} = np.full({t.shape}, {ident}, {_dtype(t.dtype)})" if kept
+              else f"{target} = {ident}")
+            self.nest(src.shape, f"{acc} = {_dtype(t.dtype)}({fold})")
         elif row.kind == OpKind.ELEMENTWISE:
             if any(self.g[i].type.shape not in (t.shape, ()) for i in n.inputs):
                 raise Unsupported(f"{n.describe()}: an elementwise op on broadcast shapes")
             ix = _all(t.rank)
             expr = _expr(n)([f"{x}[{ix}]" if self.g[i].type.rank else x
                              for x, i in zip(ins, n.inputs)], n)
-            w(f"{target} = np.empty({t.shape}, {_dtype(t.dtype)})")
-            self.nest(t.shape, f"{target}[{ix}] = {_dtype(t.dtype)}({expr})")
+            if t.rank == 0:
+                w(f"{target} = {_dtype(t.dtype)}({expr})")
+            else:
+                w(f"{target} = np.empty({t.shape}, {_dtype(t.dtype)})")
+                self.nest(t.shape, f"{target}[{ix}] = {_dtype(t.dtype)}({expr})")
         else:
             raise Unsupported(f"{n.describe()}: {n.op} inside a compiled scan")
 
@@ -152,22 +159,28 @@ class _Body:
                             .replace("cache=True", "cache=False"))
         w = self.lines.append
         out_t = plan.output.type
-        w(f"{target} = np.empty({out_t.shape}, {_dtype(out_t.dtype)})")
+        ins = [f"np.full(1, {x})" if self.g[i].type.rank == 0 else x
+               for x, i in zip(ins, n.inputs)]
+        scalar_out = out_t.rank == 0
+        buffer = f"{target}_out" if scalar_out else target
+        w(f"{buffer} = np.empty({out_t.shape or (1,)}, {_dtype(out_t.dtype)})")
         extra = []
         if code.red is not None:
             _, acc, identity = accumulator(plan)
             ident = f"s_{self.prefix}{n.id}_identity"
             self.globals[ident] = dtypes.to_numpy(acc).type(identity)
             if code.red == "out":
-                w(f"{target}[...] = {ident}")
+                w(f"{buffer}[...] = {ident}")
             else:
-                extra.append(f"np.full({plan.out_shape}, {ident}, {_dtype(acc)})")
+                extra.append(f"np.full({plan.out_shape or (1,)}, {ident}, {_dtype(acc)})")
         scalars = []
         for name, value in code.scalars:
             g = f"s_{self.prefix}{n.id}_{name}"
             self.globals[g] = value
             scalars.append(g)
-        w(f"{fn}({', '.join([*ins, *extra, target, *scalars])})")
+        w(f"{fn}({', '.join([*ins, *extra, buffer, *scalars])})")
+        if scalar_out:
+            w(f"{target} = {buffer}[0]")
 
 
 def generate_scan(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
@@ -187,19 +200,26 @@ def generate_scan(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, 
     xs = [f"x{k}" for k in range(nx)]
     ys = [f"y{k}" for k in range(len(outs) - nk)]
     b = _Body(body, prefix)
-    var = {p.id: name for p, name in zip(params, [*consts, *(f"carry{k}" for k in range(nk)),
+    inner = [f"{c}_value" if p.type.rank == 0 else c for c, p in zip(consts, params)]
+    var = {p.id: name for p, name in zip(params, [*inner, *(f"carry{k}" for k in range(nk)),
                                                   *(f"row{k}" for k in range(nx))])}
     b.emit(var)
     lines = ["@njit(error_model='numpy', cache=False)",
              f"def {KERNEL}({', '.join([*consts, *inits, *xs, *ys, 'length', 'reverse', *b.arrays])}):"]
-    lines += [f"    carry{k} = np.ascontiguousarray(h{k})" for k in range(nk)]
+    carried = [body[p].type for p in body.params[nc:nc + nk]]
+    lines += [f"    carry{k} = {'h%d[()]' % k if t.rank == 0 else 'np.ascontiguousarray(h%d)' % k}"
+              for k, t in enumerate(carried)]
+    const_types = [body[p].type for p in body.params[:nc]]
+    lines += [f"    c{k}_value = c{k}[()]" for k, t in enumerate(const_types) if t.rank == 0]
     lines += ["    for step in range(length):",
               "        i = length - 1 - step if reverse else step"]
     lines += [f"        row{k} = x{k}[i]" for k in range(nx)]
     lines += [f"        {x}" for x in b.lines]
     new = [var[o] for o in body.outputs]
     lines += [f"        y{k}[i] = {v}" for k, v in enumerate(new[nk:])]
-    lines += [f"        carry{k} = np.ascontiguousarray({v})" for k, v in enumerate(new[:nk])]
+    lines += [f"        carry{k} = {_dtype(t.dtype)}({v})" if t.rank == 0
+              else f"        carry{k} = np.ascontiguousarray({v})"
+              for k, (v, t) in enumerate(zip(new[:nk], carried))]
     lines += [f"    return ({''.join(f'carry{k}, ' for k in range(nk))})"]
     source = "\n\n".join([*b.kernels, "\n".join(lines)]) + "\n"
     return source, b.globals, b.arrays
@@ -260,6 +280,7 @@ class CompiledScan:
             lines = [x for x in str(e).splitlines() if x.strip()]
             self.fn, self.reason = None, f"numba: {' / '.join(lines[:3])}"
             return self.fallback(vals)
+        carries = [np.asarray(c, dtypes.to_numpy(t.dtype)) for c, t in zip(carries, types)]
         return one_or_tuple([*carries, *ys])
 
 
