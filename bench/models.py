@@ -8,9 +8,10 @@ against `jax.jit` of the same function on the same arguments, every ratio within
 `jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
 A timing is the median of `--repeats` calls after a warm-up (compilation excluded), each
 call as a user makes it: host (NumPy) arguments in, results back as arrays (results that are
-jax arrays, `jax.jit`'s and the jax backend's, are waited for with block_until_ready). "traced" is `gx.compile(..., pipeline=[])`:
-the traced graph as it is, no pass run. The dispatch table runs the test zoo's programs
-(tests/zoo.py) at their own small sizes, where a call's overhead is what is measured.
+jax arrays, `jax.jit`'s and the jax backend's, are waited for with block_until_ready).
+"traced" is `gx.compile(..., pipeline=[])`: the traced graph as it is, no pass run. The
+dispatch table runs the test zoo's programs (tests/zoo.py) at their own small sizes, where a
+call's overhead is what is measured.
 """
 
 from __future__ import annotations

@@ -207,8 +207,8 @@ def generate_scan(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, 
     lines = ["@njit(error_model='numpy', cache=False)",
              f"def {KERNEL}({', '.join([*consts, *inits, *xs, *ys, 'length', 'reverse', *b.arrays])}):"]
     carried = [body[p].type for p in body.params[nc:nc + nk]]
-    lines += [f"    carry{k} = {'h%d[()]' % k if t.rank == 0 else 'np.ascontiguousarray(h%d)' % k}"
-              for k, t in enumerate(carried)]
+    lines += [f"    carry{k} = h{k}[()]" if t.rank == 0
+              else f"    carry{k} = np.ascontiguousarray(h{k})" for k, t in enumerate(carried)]
     const_types = [body[p].type for p in body.params[:nc]]
     lines += [f"    c{k}_value = c{k}[()]" for k, t in enumerate(const_types) if t.rank == 0]
     lines += ["    for step in range(length):",
