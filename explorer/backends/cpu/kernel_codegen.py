@@ -30,18 +30,17 @@ from pathlib import Path
 import numpy as np
 
 from ...ir import dtypes
-from ...ir.graph import Node
+from ...ir.graph import Node, TensorType
 from ...ir.ops import OPS
-from ...ir.region_ops import graph_flops
 from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
 from ..kernel_plan import KernelPlan, PlanError, broadcast_access, combine_of, param_access
 
 DIALECT = "numba"  # the op table's scalar forms this generator reads
 
-# Kernels with at least this much work run in parallel: below it, waking threads costs more
-# than it saves (and on a busy machine a descheduled thread stalls the whole kernel). Work is
-# the body's FLOPs as the op table counts them (a transcendental counts 4 to 8), so an add
-# over 2M elements runs in parallel, and a gelu (tanh and 8 more ops) over 200k.
+# Iteration spaces at least this large run in parallel: below it, waking threads costs more
+# than it saves (and on a busy machine a descheduled thread stalls the whole kernel). A kernel
+# that computes transcendentals (ops the table counts 4 FLOPs an element or more) is 8x
+# costlier an element, so it runs in parallel from PARALLEL_MIN / 8 (a GPT block's gelu).
 PARALLEL_MIN = 1 << 21
 SUPPORTED = frozenset({"pred", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64"})
 
@@ -125,7 +124,10 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         if n.op not in ("parameter", "constant", "broadcast_in_dim") and n is not plan.reduce:
             _expr(n)
     size = math.prod(plan.loop_shape)
-    parallel = len(plan.loop_shape) > 0 and max(size, graph_flops(body)) >= PARALLEL_MIN
+    heavy = any(n.op in OPS and OPS[n.op].kind == "elementwise" and isinstance(n.type, TensorType)
+                and OPS[n.op].flops([body[i].type for i in n.inputs], n.type, n.attrs)
+                >= 4 * max(1, n.type.size) for n in body.nodes)
+    parallel = len(plan.loop_shape) > 0 and size * (8 if heavy else 1) >= PARALLEL_MIN
     axes = set(plan.reduced_axes)
     partials = parallel and plan.reduce is not None and 0 in axes
     chunks = min(plan.loop_shape[0], 4 * threads) if partials else 0
