@@ -210,7 +210,9 @@ function runRow(r: RunRow, time: number, mem: number, jit: number | null): HTMLE
     return h("tr", { class: cls, attrs: { "data-key": r.key ?? "" } }, label, h("td", { attrs: { colspan: "4" } }, r.error));
   }
   const timeText = r.seconds === null ? "" : formatSeconds(r.seconds);
-  const timeTitle = r.seconds === null ? "" : `median of ${r.repeats} runs` + (r.min_seconds !== null ? `; fastest ${formatSeconds(r.min_seconds)}` : "");
+  // what a stage row times: one call of the executable gx.compile calls too
+  const what = r.kind === "baseline" ? "runs" : "calls of the stage's compiled executable (cpu: its generated program; jax: one jax.jit call)";
+  const timeTitle = r.seconds === null ? "" : `median of ${r.repeats} ${what}` + (r.min_seconds !== null ? `; fastest ${formatSeconds(r.min_seconds)}` : "");
   const memText = r.peak_bytes === null ? `n/a${r.peak_how ? ` (${r.peak_how})` : ""}` : formatBytes(r.peak_bytes);
   const memTitle = r.peak_how ? `peak temporaries, measured by ${r.peak_how}` : "peak temporaries";
   const check = r.ok === null ? r.check : `${r.ok ? "✓" : "✗"} ${r.check}`;
