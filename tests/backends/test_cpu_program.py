@@ -71,7 +71,7 @@ def test_control_flow_bodies_are_functions_of_the_program(name: str) -> None:
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
     exe = registry.executable(t.final.graph, "cpu")
     assert isinstance(exe, CpuProgram) and exe.program is not None and not exe.notes
-    driver = {"scan": "in one numba function", "while": "runtime.run_while(",
+    driver = {"scan": "in one numba function", "while": "the whole loop in one numba function",
               "cond": "runtime.run_conditional("}[name]
     assert driver in exe.source
     assert exe.source.count("def ") >= 2  # the bodies are functions of the module

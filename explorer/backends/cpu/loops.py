@@ -1,5 +1,6 @@
-"""Scans compiled whole: a `scan` whose body the generator can take runs as one numba
-function over all its iterations, as XLA runs a while loop, with no Python per step.
+"""Loops compiled whole: a `scan` or `while` whose body (and condition) the generator can take
+runs as one numba function over all its iterations, as XLA runs a loop, with no Python per
+step.
 
 The function is one generated module: the body's fused kernels (their generated source,
 renamed), then a loop over the iterations that calls them, BLAS dots through numba's np.dot,
@@ -76,7 +77,7 @@ class _Body:
             if n.op == "parameter":
                 continue
             _tensor(n.type)  # (a 0-d value is a numba scalar throughout)
-            target = f"v{n.id}"
+            target = f"v{self.prefix}{n.id}"
             ins = [var[i] for i in n.inputs]
             self.node(n, target, ins)
             var[n.id] = target
@@ -207,8 +208,7 @@ def generate_scan(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, 
     lines = ["@njit(error_model='numpy', cache=False)",
              f"def {KERNEL}({', '.join([*consts, *inits, *xs, *ys, 'length', 'reverse', *b.arrays])}):"]
     carried = [body[p].type for p in body.params[nc:nc + nk]]
-    lines += [f"    carry{k} = h{k}[()]" if t.rank == 0
-              else f"    carry{k} = np.ascontiguousarray(h{k})" for k, t in enumerate(carried)]
+    lines += _state_in(inits, carried, "carry")
     const_types = [body[p].type for p in body.params[:nc]]
     lines += [f"    c{k}_value = c{k}[()]" for k, t in enumerate(const_types) if t.rank == 0]
     lines += ["    for step in range(length):",
@@ -217,16 +217,58 @@ def generate_scan(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, 
     lines += [f"        {x}" for x in b.lines]
     new = [var[o] for o in body.outputs]
     lines += [f"        y{k}[i] = {v}" for k, v in enumerate(new[nk:])]
-    lines += [f"        carry{k} = {_dtype(t.dtype)}({v})" if t.rank == 0
-              else f"        carry{k} = np.ascontiguousarray({v})"
-              for k, (v, t) in enumerate(zip(new[:nk], carried))]
+    lines += _state_next(new[:nk], carried, "carry", "        ")
     lines += [f"    return ({''.join(f'carry{k}, ' for k in range(nk))})"]
     source = "\n\n".join([*b.kernels, "\n".join(lines)]) + "\n"
     return source, b.globals, b.arrays
 
 
-class CompiledScan:
-    """A scan node's compiled loop, called as the program's driver is: (vals) -> results."""
+def _state_in(names: Sequence[str], types: Sequence[Any], into: str) -> list[str]:
+    """Loop state from the arguments: 0-d arrays as scalars, arrays contiguous."""
+    return [f"    {into}{k} = {x}[()]" if t.rank == 0 else f"    {into}{k} = np.ascontiguousarray({x})"
+            for k, (x, t) in enumerate(zip(names, types))]
+
+
+def _state_next(values: Sequence[str], types: Sequence[Any], into: str, indent: str) -> list[str]:
+    return [f"{indent}{into}{k} = {_dtype(t.dtype)}({v})" if t.rank == 0
+            else f"{indent}{into}{k} = np.ascontiguousarray({v})"
+            for k, (v, t) in enumerate(zip(values, types))]
+
+
+def generate_while(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+    """A `while` as one numba function: its condition and body written inline, the loop
+    state as local arrays and scalars (as generate_scan)."""
+    cond, body = n.attrs["cond"], n.attrs["body"]
+    types = [p.type for p in body.param_nodes]
+    for t in types:
+        _tensor(t)
+    c, b = _Body(cond, "c_"), _Body(body, "b_")
+    state = [f"state{k}" for k in range(len(types))]
+    cvar = {p.id: s for p, s in zip(cond.param_nodes, state)}
+    bvar = {p.id: s for p, s in zip(body.param_nodes, state)}
+    c.emit(cvar)
+    b.emit(bvar)
+    (test,) = [cvar[o] for o in cond.outputs]
+    if cond[cond.outputs[0]].type.rank != 0:
+        raise Unsupported("a while condition that is not a scalar")
+    arrays = {**c.arrays, **b.arrays}
+    ins = [f"s{k}" for k in range(len(types))]
+    lines = ["@njit(error_model='numpy', cache=False)",
+             f"def {KERNEL}({', '.join([*ins, *arrays])}):"]
+    lines += _state_in(ins, types, "state")
+    lines += ["    while True:"]
+    lines += [f"        {x}" for x in c.lines]
+    lines += [f"        if not {test}:", "            break"]
+    lines += [f"        {x}" for x in b.lines]
+    lines += _state_next([bvar[o] for o in body.outputs], types, "state", "        ")
+    lines += [f"    return ({''.join(f'{s}, ' for s in state)})"]
+    source = "\n\n".join([*c.kernels, *b.kernels, "\n".join(lines)]) + "\n"
+    return source, {**c.globals, **b.globals}, arrays
+
+
+class CompiledLoop:
+    """A scan or while node's compiled loop, called as the program's driver is:
+    (vals) -> results; `fallback` (the per-iteration Python driver) where numba fails."""
 
     def __init__(self, n: Node, name: str) -> None:
         self.node, self.name = n, name
@@ -235,8 +277,9 @@ class CompiledScan:
         self.fallback: Callable[[Sequence[Any]], Any] | None = None  # the per-iteration body
         self.seconds = 0.0
         self.arrays: dict[str, np.ndarray] = {}
+        generator = generate_scan if n.op == "scan" else generate_while
         try:
-            source, scalars, self.arrays = generate_scan(n, "")
+            source, scalars, self.arrays = generator(n, "")
         except Unsupported as e:
             self.reason, self.code = str(e), None
             return
@@ -254,8 +297,8 @@ class CompiledScan:
     @property
     def source(self) -> str:
         if self.code is None:
-            return f"# the scan's body runs per iteration: {self.reason}\n"
-        return f"# {self.name}: the whole scan, one numba function\n{self.code.source}"
+            return f"# the {self.node.op}'s body runs per iteration: {self.reason}\n"
+        return f"# {self.name}: the whole {self.node.op}, one numba function\n{self.code.source}"
 
     def __call__(self, vals: Sequence[np.ndarray]) -> Any:
         t0 = time.perf_counter()
@@ -270,10 +313,11 @@ class CompiledScan:
     def _launch(self, vals: Sequence[np.ndarray]) -> Any:
         a, n = self.node.attrs, self.node
         types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
-        nk = a["num_carry"]
+        nk = a["num_carry"] if n.op == "scan" else len(types)
         ys = [np.empty(t.shape, dtypes.to_numpy(t.dtype)) for t in types[nk:]]
+        loop = (a["length"], a["reverse"]) if n.op == "scan" else ()
         try:
-            carries = self.fn(*vals, *ys, a["length"], a["reverse"], *self.arrays.values())  # type: ignore[misc]
+            carries = self.fn(*vals, *ys, *loop, *self.arrays.values())  # type: ignore[misc]
         except Exception as e:  # numba could not type it: per iteration from now on, and why
             if not type(e).__module__.startswith("numba") or self.fallback is None:
                 raise

@@ -37,7 +37,7 @@ from ...ir.traits import Emit
 from ..interpreter import last_uses
 from . import runtime
 from .kernels import CompiledKernel, compile_kernel
-from .loops import CompiledScan
+from .loops import CompiledLoop
 
 ENTRY, MEASURED = "program", "program_measured"
 
@@ -56,7 +56,7 @@ class Program:
     kernels: list[Any] = field(default_factory=list)  # CompiledKernels, in program order
     interpreters: list[Any] = field(default_factory=list)  # nodes run by the interpreter
     notes: list[str] = field(default_factory=list)  # "interpreted: loop %12 at f.py:3"
-    loops: list[Any] = field(default_factory=list)  # CompiledScans (whole scans in numba)
+    loops: list[Any] = field(default_factory=list)  # CompiledLoops (whole scans/whiles in numba)
 
     def all_kernels(self) -> list[Any]:
         out = list(self.kernels) + [x for x in self.loops if x.code is not None]
@@ -96,7 +96,7 @@ class _Writer:
         self.functions: list[list[str]] = []
         self.kernels: list[CompiledKernel] = []
         self.interpreters: list[Any] = []
-        self.loops: list[CompiledScan] = []
+        self.loops: list[CompiledLoop] = []
         self.notes: list[str] = []
         self.hook_nodes: dict[int, Node] = {}
         self.taken: set[str] = set(reuse.taken) if reuse else set(self.ns)
@@ -233,7 +233,7 @@ class _Writer:
                       f"reverse={a['reverse']}, num_consts={a['num_consts']}, "
                       f"num_carry={a['num_carry']})")
             loop = (next(self.reuse_loops) if self.reuse_loops is not None
-                    else CompiledScan(n, f"{prefix}scan_{n.id}"))
+                    else CompiledLoop(n, f"{prefix}scan_{n.id}"))
             self.loops.append(loop)
             if not loop.ok:
                 return [f"{target} = {driver}  # per iteration: {loop.reason}"]
@@ -246,7 +246,18 @@ class _Writer:
         if n.op == "while":
             cond = self.function(a["cond"], self._fname(here + "cond"), here + "cond_")
             body = self.function(a["body"], self._fname(here + "body"), here)
-            return [f"{target} = runtime.run_while({cond}, {body}, [{args}])"]
+            driver = f"runtime.run_while({cond}, {body}, [{args}])"
+            loop = (next(self.reuse_loops) if self.reuse_loops is not None
+                    else CompiledLoop(n, f"{prefix}while_{n.id}"))
+            self.loops.append(loop)
+            if not loop.ok:
+                return [f"{target} = {driver}  # per iteration: {loop.reason}"]
+            ns = self.ns
+            loop.fallback = lambda vals, c=cond, b=body: runtime.run_while(  # type: ignore[misc]
+                ns[c], ns[b], vals)
+            fn = self.bind(f"while_{n.id}", loop)
+            return [f"{target} = {fn}([{args}])  # the whole loop in one numba function "
+                    f"({cond} and {body} are the same in Python)"]
         if n.op == "conditional":
             names = [self.function(b, self._fname(f"{here}branch{k}"), f"{here}b{k}_")
                      for k, b in enumerate(a["branches"])]
