@@ -232,32 +232,19 @@ class _Writer:
             driver = (f"runtime.run_scan({body}, [{args}], {t}, length={a['length']}, "
                       f"reverse={a['reverse']}, num_consts={a['num_consts']}, "
                       f"num_carry={a['num_carry']})")
-            loop = (next(self.reuse_loops) if self.reuse_loops is not None
-                    else CompiledLoop(n, f"{prefix}scan_{n.id}"))
-            self.loops.append(loop)
-            if not loop.ok:
-                return [f"{target} = {driver}  # per iteration: {loop.reason}"]
             ns = self.ns
-            loop.fallback = lambda vals, b=body, t=t: runtime.run_scan(  # type: ignore[misc]
-                ns[b], vals, ns[t], a["length"], a["reverse"], a["num_consts"], a["num_carry"])
-            fn = self.bind(f"scan_{n.id}", loop)
-            return [f"{target} = {fn}([{args}])  # all {a['length']} iterations in one numba "
-                    f"function ({body} is the same body in Python)"]
+            return self.loop(n, target, args, prefix, driver, f"{body} is the same in Python",
+                             lambda vals, b=body, t=t: runtime.run_scan(
+                                 ns[b], vals, ns[t], a["length"], a["reverse"],
+                                 a["num_consts"], a["num_carry"]))
         if n.op == "while":
             cond = self.function(a["cond"], self._fname(here + "cond"), here + "cond_")
             body = self.function(a["body"], self._fname(here + "body"), here)
-            driver = f"runtime.run_while({cond}, {body}, [{args}])"
-            loop = (next(self.reuse_loops) if self.reuse_loops is not None
-                    else CompiledLoop(n, f"{prefix}while_{n.id}"))
-            self.loops.append(loop)
-            if not loop.ok:
-                return [f"{target} = {driver}  # per iteration: {loop.reason}"]
             ns = self.ns
-            loop.fallback = lambda vals, c=cond, b=body: runtime.run_while(  # type: ignore[misc]
-                ns[c], ns[b], vals)
-            fn = self.bind(f"while_{n.id}", loop)
-            return [f"{target} = {fn}([{args}])  # the whole loop in one numba function "
-                    f"({cond} and {body} are the same in Python)"]
+            return self.loop(n, target, args, prefix,
+                             f"runtime.run_while({cond}, {body}, [{args}])",
+                             f"{cond} and {body} are the same in Python",
+                             lambda vals, c=cond, b=body: runtime.run_while(ns[c], ns[b], vals))
         if n.op == "conditional":
             names = [self.function(b, self._fname(f"{here}branch{k}"), f"{here}b{k}_")
                      for k, b in enumerate(a["branches"])]
@@ -265,6 +252,19 @@ class _Writer:
             return [f"{target} = runtime.run_conditional([{', '.join(names)}], {arities!r}, "
                     f"[{args}])"]
         raise ProgramError(f"{n.describe()}: no writer for region op {n.op}")
+
+    def loop(self, n: Node, target: str, args: str, prefix: str, driver: str, same: str,
+             fallback: Callable[[Sequence[Any]], Any]) -> list[str]:
+        """A scan or while as one numba function (loops.py) where it compiles, with the
+        per-iteration `driver` as its fall-back; else the driver, with the reason."""
+        loop = (next(self.reuse_loops) if self.reuse_loops is not None
+                else CompiledLoop(n, f"{prefix}{n.op}_{n.id}"))
+        self.loops.append(loop)
+        if not loop.ok:
+            return [f"{target} = {driver}  # per iteration: {loop.reason}"]
+        loop.fallback = fallback
+        fn = self.bind(f"{n.op}_{n.id}", loop)
+        return [f"{target} = {fn}([{args}])  # the whole loop in one numba function ({same})"]
 
     def _fname(self, hint: str) -> str:
         name = base = _ident(hint)
