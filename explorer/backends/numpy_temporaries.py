@@ -131,8 +131,18 @@ def _model_op_bytes(g: Graph, n: Node) -> int | None:
         dilation = max(1, *(a.get("rhs_dilation") or (1,)))
         return (2 * cols * item + _window_bytes(lhs, a, range(2, lhs.rank))  # type: ignore[arg-type]
                 + 2 * rhs.nbytes * dilation ** (rhs.rank - 2) + 2 * out.nbytes)
-    if op.startswith("reduce_window"):
-        return _window_bytes(ins[0], a) + 2 * out.nbytes  # type: ignore[arg-type, union-attr]
+    if op.startswith("reduce_window"):  # padded copy; one dimension's fold at a time (the
+        # largest is the first: the others' axes still whole), two alive at once
+        x, padded = ins[0], _window_bytes(ins[0], a)  # type: ignore[arg-type]
+        first = out.nbytes  # type: ignore[union-attr]
+        base = a.get("base_dilation") or (1,) * x.rank  # type: ignore[union-attr]
+        for d, (w, s) in enumerate(zip(a["window_dimensions"], a["window_strides"])):
+            lo, hi = a["padding"][d]
+            grown = (x.shape[d] - 1) * base[d] + 1 + max(lo, 0) + max(hi, 0)  # type: ignore[union-attr]
+            if w != 1 or s != 1 or out.shape[d] != grown:  # type: ignore[union-attr]
+                first = padded // max(grown, 1) * out.shape[d]  # type: ignore[union-attr]
+                break
+        return padded + 2 * max(first, out.nbytes)  # type: ignore[union-attr]
     if op in ("select_and_scatter_add", "select_and_gather_add"):
         operand = ins[1]
         padded = _window_bytes(operand, a) // dtypes.itemsize(operand.dtype)  # type: ignore[arg-type, union-attr]
