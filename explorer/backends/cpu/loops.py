@@ -56,6 +56,8 @@ def _all(rank: int) -> str:
 def _dot(n: Node, a: str, b: str, g: Graph) -> str:
     (lc, rc), (lb, rb) = n.attrs["dimension_numbers"]
     lhs, rhs = g[n.inputs[0]].type, g[n.inputs[1]].type
+    if not (lc or rc or lb or rb) and lhs.rank == rhs.rank == 1 and lhs.dtype in FLOATS:
+        return f"np.outer({a}, {b})"  # the outer product of two vectors
     if lb or rb or len(lc) != 1 or len(rc) != 1 or lhs.rank > 2 or rhs.rank > 2 \
             or n.attrs.get("preferred_element_type") or lhs.dtype not in FLOATS:
         raise Unsupported(f"{n.describe()}: a dot numba's np.dot does not take")
