@@ -237,3 +237,18 @@ def test_a_scan_numba_fails_to_type_falls_back_once_and_says_why() -> None:
     assert loop.fn is None and loop.reason.startswith("numba: cannot type this")
     for g, w in zip(got, jax.tree_util.tree_leaves(_rnn(*RNN_ARGS))):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_the_kernels_tab_lists_the_program_first() -> None:
+    from explorer.view.runs import RunLog
+
+    x = _f32(64, 48)
+    t = gx.explore(lambda x: jnp.sum(jnp.exp(x) * 2.0, -1), x)
+    log = RunLog(t, repeats=2)
+    last = len(t.stages) - 1
+    log.run(last, "cpu")
+    rows = log.kernels(last)
+    assert rows[0]["name"] == "the program" and "def program(x):" in rows[0]["source"]
+    assert len(rows) == 1 + len(t.run(backend="cpu").kernels)
+    log.run(last, "reference")  # the interpreter generates no program
+    assert [r["name"] for r in log.kernels(last)].count("the program") == 1
