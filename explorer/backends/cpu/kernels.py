@@ -216,7 +216,10 @@ class CompiledKernel:
         except Exception as e:  # numba could not type it: fall back, once, and say why
             if type(e).__module__.startswith("numba"):
                 lines = [x for x in str(e).splitlines() if x.strip()]
-                self.fn, self.code, self.reason = None, None, f"numba: {' / '.join(lines[:3])}"
+                where = next((f" at {n.source}" for n in reversed(self.body.nodes)
+                              if n.source is not None), "")
+                self.fn, self.code = None, None
+                self.reason = f"numba: {' / '.join(lines[:3])} (compiling {self.name}{where})"
                 return self._interpret(vals)
             raise
         return out

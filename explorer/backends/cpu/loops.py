@@ -324,7 +324,8 @@ class CompiledLoop:
             if not type(e).__module__.startswith("numba") or self.fallback is None:
                 raise
             lines = [x for x in str(e).splitlines() if x.strip()]
-            self.fn, self.reason = None, f"numba: {' / '.join(lines[:3])}"
+            self.fn = None
+            self.reason = f"numba: {' / '.join(lines[:3])} (compiling {self.node.describe()})"
             return self.fallback(vals)
         carries = [np.asarray(c, dtypes.to_numpy(t.dtype)) for c, t in zip(carries, types)]
         return one_or_tuple([*carries, *ys])
