@@ -187,9 +187,16 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         w.depth += 1
         w("lo = c * n0 // chunks")
         w("hi = (c + 1) * n0 // chunks")
+    # a float max/min folds with maxps/minps (_fmax: no NaN check, so the loop vectorizes)
+    # and keeps whether it saw a NaN beside it, which then wins as np.maximum's NaN does
+    nan_flag = plan.reduce is not None and kind in ("max", "min") and acc in ("f32", "f64")
+    fold = "" if plan.reduce is None else (
+        ("acc = _f" + kind + "(acc, {0})") if nan_flag else "acc = " + COMBINE[kind])
     for d in range(rank):
         if plan.reduce is not None and d == suffix:
             w(f"acc = {scalar(identity, acc)}")
+            if nan_flag:
+                w("nan = False")
         if d == 0 and partials:
             w("for i0 in range(lo, hi):")
         else:
@@ -198,6 +205,8 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         w.depth += 1
     if plan.reduce is not None and suffix == rank:
         w(f"acc = {scalar(identity, acc)}")
+        if nan_flag:
+            w("nan = False")
     emit(plan.prologue if plan.reduce is not None else plan.prologue + plan.epilogue, ivars,
          plan.loop_shape)
     if plan.reduce is None:
@@ -205,8 +214,15 @@ def generate(plan: KernelPlan, name: str, threads: int) -> CpuKernelCode:
         w.depth -= rank
     else:
         v = value(plan.reduce.inputs[0], ivars, plan.loop_shape)
-        w("acc = " + COMBINE[kind].format("acc", f"{np_type(acc)}({v})"))
+        if nan_flag:
+            w(f"x = {np_type(acc)}({v})")
+            w(fold.format("x"))
+            w("nan = nan | (x != x)")
+        else:
+            w(fold.format("acc", f"{np_type(acc)}({v})"))
         w.depth -= rank - suffix
+        if nan_flag:
+            w(f"acc = {np_type(acc)}(np.nan) if nan else acc")
         cell = f"partial[c, {', '.join(kept)}]" if partials else f"{target}[{', '.join(kept)}]"
         w(f"{cell} = " + COMBINE[kind].format(cell, "acc"))
         w.depth -= suffix + (1 if partials else 0)
@@ -248,7 +264,7 @@ import numpy as np
 from numba import njit, prange
 
 from explorer.backends.cpu.kernel_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
-                                                _exp32, _tanh32, _tk_key, _to_int)
+                                                _exp32, _fmax, _fmin, _tanh32, _tk_key, _to_int)
 # helpers {_HELPERS_VERSION}
 '''
 
@@ -303,6 +319,16 @@ def _helpers() -> dict[str, object]:
     @njit(fastmath={"reassoc"})
     def _rmul(a, b):
         return a * b
+
+    # max/min without the NaN check, so that a reduction loop vectorizes (maxps): the
+    # caller keeps a NaN flag beside it (kernel_codegen.generate)
+    @njit(fastmath={"nnan", "nsz", "reassoc"})
+    def _fmax(a, b):
+        return a if a > b else b
+
+    @njit(fastmath={"nnan", "nsz", "reassoc"})
+    def _fmin(a, b):
+        return a if a < b else b
 
     # float32 tanh as XLA's CPU backend computes it (EmitFastTanh): x itself below 4e-4,
     # else an odd 13/6 rational minimax on x clamped to [-9, 9], where tanh rounds to +-1.
@@ -383,7 +409,7 @@ def _helpers() -> dict[str, object]:
 
     return {"_max": _max, "_min": _min, "_tk_key": _tk_key, "_idiv": _idiv, "_irem": _irem,
             "_radd": _radd, "_rmul": _rmul, "_round_away": _round_away, "_to_int": _to_int,
-            "_tanh32": _tanh32, "_exp32": _exp32}
+            "_tanh32": _tanh32, "_exp32": _exp32, "_fmax": _fmax, "_fmin": _fmin}
 
 
 def __getattr__(name: str) -> object:
