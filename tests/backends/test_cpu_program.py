@@ -252,3 +252,12 @@ def test_the_kernels_tab_lists_the_program_first() -> None:
     assert len(rows) == 1 + len(t.run(backend="cpu").kernels)
     log.run(last, "reference")  # the interpreter generates no program
     assert [r["name"] for r in log.kernels(last)].count("the program") == 1
+
+
+def test_a_kernel_reads_a_transposed_input_through_a_contiguous_copy_the_plan_counts() -> None:
+    x = _f32(128, 96)
+    t = gx.explore(lambda x: jnp.tanh(x.T * 2.0) + 1.0, x, pipeline=["fuse"])
+    r = t.run(backend="cpu")
+    np.testing.assert_allclose(r.value, np.tanh(x.T * 2) + 1, rtol=1e-5, atol=1e-6)
+    assert r.peak_bytes <= t.final.memory.peak_bytes + 32 * 1024
+    assert t.final.memory.peak_bytes >= x.nbytes  # the copy is planned

@@ -197,7 +197,7 @@ class CompiledKernel:
         plan, code = self.plan, self.code
         assert plan is not None and code is not None and self.fn is not None
         out = self._donor(vals) if self.in_place else None
-        ins = [np.reshape(v, (1,)) if v.ndim == 0 else v for v in vals]
+        ins = [np.reshape(v, (1,)) if v.ndim == 0 else _dense(v) for v in vals]
         if out is None:
             out = np.empty(plan.out_shape, dtypes.to_numpy(plan.output.dtype))
         flat_out = out.reshape(1) if out.ndim == 0 else out
@@ -225,6 +225,19 @@ class CompiledKernel:
         return out
 
 
+# A transposed or strided input at least this large is copied contiguous before a kernel
+# reads it: the loop nest then vectorizes (a GPT-size gelu over a transposed 256x256 input:
+# 270 us strided, 33 us contiguous, plus 20 us for the copy). Broadcast views (a zero stride)
+# are read as they are. The memory planner counts the copy (cpu_workspace).
+DENSE_MIN = 4096
+
+
+def _dense(v: np.ndarray) -> np.ndarray:
+    if v.flags.c_contiguous or v.size < DENSE_MIN or 0 in v.strides:
+        return v
+    return np.ascontiguousarray(v)
+
+
 @functools.lru_cache(maxsize=1024)
 def _code_of(body: Graph) -> CpuKernelCode | None:
     """The generated code of a kernel body, or None when it runs on the reference."""
@@ -247,14 +260,19 @@ def runs_body(n: Node) -> bool:
 
 
 def cpu_workspace(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
-    """The NumPy ops' temporaries, and a generated kernel's accumulators (`red`, `partial`)."""
+    """The NumPy ops' temporaries, and a generated kernel's accumulators (`red`, `partial`)
+    and contiguous copies of its strided inputs (_dense)."""
     if n.op != "kernel":
         return workspace_bytes(g, n, contiguous)
     code = _code_of(n.attrs["body"])
-    if code is None or code.red is None:
+    if code is None:
         return 0
+    copies = sum(g[i].type.nbytes for i in dict.fromkeys(n.inputs)  # type: ignore[union-attr]
+                 if not contiguous.get(i, True) and g[i].type.size >= DENSE_MIN)  # type: ignore[union-attr]
+    if code.red is None:
+        return copies
     cells = max(1, math.prod(n.type.shape))  # type: ignore[union-attr]
-    return 8 * cells * ((code.red != "out") + code.chunks)
+    return copies + 8 * cells * ((code.red != "out") + code.chunks)
 
 
 def compile_kernel(node: Node, name: str) -> CompiledKernel:
