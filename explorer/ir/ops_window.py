@@ -48,10 +48,10 @@ def window_out_shape(op: str, shape: Sequence[int], window: Sequence[int], strid
     return tuple(out)
 
 
-# Windows with at most this many elements fold offset by offset: one vectorised NumPy op per
-# window offset over every position at once (a 2x2 pool: 4 ops), rather than a reduction over
-# the window axes of a strided view, which NumPy walks element by element (8x slower on a
-# CNN's pool and 10x on its gradient). Larger windows (global pooling) reduce the view.
+# The pooling gradients' windows with at most this many elements pick their element offset by
+# offset: one vectorised NumPy op per window offset over every position at once, rather than
+# an argmax over the window axes of a strided view, which NumPy walks element by element (10x
+# slower on a CNN's gradient). Larger windows take the view. (Pooling itself is separable.)
 FOLD_BY_OFFSET = 64
 
 

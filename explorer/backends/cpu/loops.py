@@ -26,8 +26,8 @@ from ...ir.graph import Graph, Node, TensorType, TupleType
 from ...ir.ops import OPS
 from ...ir.traits import OpKind
 from ..kernel_plan import PlanError, plan_kernel
-from .kernel_codegen import KERNEL, _expr, accumulator, generate, np_type
-from .kernels import CpuKernelCode, _planned_threads, load
+from .kernel_codegen import KERNEL, _expr, accumulator, np_type
+from .kernels import CpuKernelCode, _code_of, load
 from .runtime import one_or_tuple
 
 REDUCE = {"reduce_sum": "{acc} + {x}", "reduce_max": "_max({acc}, {x})",
@@ -43,10 +43,6 @@ def _tensor(t: Any) -> TensorType:
     if not isinstance(t, TensorType) or t.dtype not in FLOATS + ("i32", "i64", "pred"):
         raise Unsupported(f"value of type {t}")
     return t
-
-
-def _dtype(d: str) -> str:
-    return np_type(d)
 
 
 def _all(rank: int) -> str:
@@ -103,7 +99,7 @@ class _Body:
         elif t.rank == 0 and n.op in ("reshape", "broadcast_in_dim"):  # a one-element array
             w(f"{target} = {ins[0]}.ravel()[0]")
         elif n.op in ("reshape", "broadcast_in_dim") and self.g[n.inputs[0]].type.rank == 0:
-            w(f"{target} = np.full({t.shape}, {ins[0]}, {_dtype(t.dtype)})")
+            w(f"{target} = np.full({t.shape}, {ins[0]}, {np_type(t.dtype)})")
         elif n.op == "broadcast_in_dim":
             # contiguous, so that the kernels reading it vectorize (a broadcast view's 'A'
             # layout cost a scan's tanh kernel 8x); one that only adds unit axes is a reshape
@@ -125,9 +121,9 @@ class _Body:
             self.globals[ident] = dtypes.to_numpy(t.dtype).type(monoid.identity_value(t.dtype))
             acc = f"{target}[{', '.join(f'i{d}' for d in kept)}]" if kept else target
             fold = REDUCE[n.op].format(acc=acc, x=f"{ins[0]}[{_all(src.rank)}]")
-            w(f"{target} = np.full({t.shape}, {ident}, {_dtype(t.dtype)})" if kept
+            w(f"{target} = np.full({t.shape}, {ident}, {np_type(t.dtype)})" if kept
               else f"{target} = {ident}")
-            self.nest(src.shape, f"{acc} = {_dtype(t.dtype)}({fold})")
+            self.nest(src.shape, f"{acc} = {np_type(t.dtype)}({fold})")
         elif row.kind == OpKind.ELEMENTWISE:
             if any(self.g[i].type.shape not in (t.shape, ()) for i in n.inputs):
                 raise Unsupported(f"{n.describe()}: an elementwise op on broadcast shapes")
@@ -135,10 +131,10 @@ class _Body:
             expr = _expr(n)([f"{x}[{ix}]" if self.g[i].type.rank else x
                              for x, i in zip(ins, n.inputs)], n)
             if t.rank == 0:
-                w(f"{target} = {_dtype(t.dtype)}({expr})")
+                w(f"{target} = {np_type(t.dtype)}({expr})")
             else:
-                w(f"{target} = np.empty({t.shape}, {_dtype(t.dtype)})")
-                self.nest(t.shape, f"{target}[{ix}] = {_dtype(t.dtype)}({expr})")
+                w(f"{target} = np.empty({t.shape}, {np_type(t.dtype)})")
+                self.nest(t.shape, f"{target}[{ix}] = {np_type(t.dtype)}({expr})")
         else:
             raise Unsupported(f"{n.describe()}: {n.op} inside a compiled scan")
 
@@ -150,11 +146,10 @@ class _Body:
 
     def kernel(self, n: Node, target: str, ins: list[str]) -> None:
         body = n.attrs["body"]
-        try:
-            plan = plan_kernel(body)
-            code = generate(plan, body.name.replace("-", "_"), _planned_threads())
-        except PlanError as e:
-            raise Unsupported(f"{n.describe()}: {e}") from None
+        code = _code_of(body)  # (the same cached code the program's kernels run)
+        if code is None:
+            raise Unsupported(f"{n.describe()}: a kernel the generator cannot write")
+        plan = plan_kernel(body)
         if code.parallel or code.chunks:
             raise Unsupported(f"{n.describe()}: a parallel kernel")
         fn = f"kernel_{self.prefix}{n.id}"
@@ -166,7 +161,7 @@ class _Body:
                for x, i in zip(ins, n.inputs)]
         scalar_out = out_t.rank == 0
         buffer = f"{target}_out" if scalar_out else target
-        w(f"{buffer} = np.empty({out_t.shape or (1,)}, {_dtype(out_t.dtype)})")
+        w(f"{buffer} = np.empty({out_t.shape or (1,)}, {np_type(out_t.dtype)})")
         extra = []
         if code.red is not None:
             _, acc, identity = accumulator(plan)
@@ -175,7 +170,7 @@ class _Body:
             if code.red == "out":
                 w(f"{buffer}[...] = {ident}")
             else:
-                extra.append(f"np.full({plan.out_shape or (1,)}, {ident}, {_dtype(acc)})")
+                extra.append(f"np.full({plan.out_shape or (1,)}, {ident}, {np_type(acc)})")
         scalars = []
         for name, value in code.scalars:
             g = f"s_{self.prefix}{n.id}_{name}"
@@ -232,7 +227,7 @@ def _state_in(names: Sequence[str], types: Sequence[Any], into: str) -> list[str
 
 
 def _state_next(values: Sequence[str], types: Sequence[Any], into: str, indent: str) -> list[str]:
-    return [f"{indent}{into}{k} = {_dtype(t.dtype)}({v})" if t.rank == 0
+    return [f"{indent}{into}{k} = {np_type(t.dtype)}({v})" if t.rank == 0
             else f"{indent}{into}{k} = np.ascontiguousarray({v})"
             for k, (v, t) in enumerate(zip(values, types))]
 

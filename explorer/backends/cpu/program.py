@@ -21,7 +21,6 @@ node, the hook the tracemalloc measurement reads (reference.measured).
 
 from __future__ import annotations
 
-import ast
 import keyword
 import re
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.graph import Graph, Node, TensorType, TupleType, Type
+from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
@@ -98,18 +97,13 @@ class _Writer:
         self.interpreters: list[Any] = []
         self.loops: list[CompiledLoop] = []
         self.notes: list[str] = []
-        self.hook_nodes: dict[int, Node] = {}
         self.taken: set[str] = set(reuse.taken) if reuse else set(self.ns)
 
     # ---- names in the module's namespace
 
     def bind(self, hint: str, value: Any) -> str:
-        name = _ident(hint)
-        base, k = name, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
+        """A new module-level name for `value`."""
+        name = self._fname(hint)
         self.ns[name] = value
         return name
 
@@ -267,6 +261,7 @@ class _Writer:
         return [f"{target} = {fn}([{args}])  # the whole loop in one numba function ({same})"]
 
     def _fname(self, hint: str) -> str:
+        """A module-level name not taken yet: `hint` as an identifier, numbered if need be."""
         name = base = _ident(hint)
         k = 1
         while name in self.taken:
@@ -285,7 +280,7 @@ def _alone(g: Graph, n: Node) -> Graph:
     for i in n.inputs:
         if i not in seen:
             seen[i] = g[i]
-            params.append(Node(i, "parameter", (), g[i].attrs.__class__({}), g[i].type))
+            params.append(Node(i, "parameter", (), Attrs({}), g[i].type))
     return Graph([*params, n], [p.id for p in params], [n.id], name=f"{g.name}_{n.op}_{n.id}")
 
 
@@ -319,7 +314,6 @@ def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
     m.function(graph, MEASURED, "", measured=True)
     text = shown + "\n\n" + m.module()
     try:
-        ast.parse(text)
         exec(compile(text, f"<program @{graph.name}>", "exec"), w.ns)
     except SyntaxError as e:  # a bug of ours: say so plainly
         raise ProgramError(f"generated program does not parse: {e}") from e

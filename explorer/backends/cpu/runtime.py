@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.control_ops import scan_groups
 from ...ir.graph import TensorType, TupleType, Type
 
 Body = Callable[..., list[Any]]
@@ -55,9 +56,7 @@ def run_scan(body: Body, vals: Sequence[Any], t: Type, length: int, reverse: boo
              num_consts: int, num_carry: int) -> Any:
     """Iteration i calls `body` on the constants, the carries and row i of each scanned
     input, and writes row i of each stacked result."""
-    consts = list(vals[:num_consts])
-    carry = list(vals[num_consts:num_consts + num_carry])
-    xs = vals[num_consts + num_carry:]
+    consts, carry, xs = scan_groups(vals, {"num_consts": num_consts, "num_carry": num_carry})
     ys = [np.empty(e.shape, dtypes.to_numpy(e.dtype)) for e in _elements(t)[num_carry:]]
     for step in range(length):
         i = length - 1 - step if reverse else step
