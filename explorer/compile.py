@@ -24,7 +24,7 @@ import numpy as np
 
 from .backends import reference, registry
 from .backends.jax import SignatureMismatch
-from .frontend.arguments import ArgSpec, host_value, is_key, static_key
+from .frontend.arguments import ArgSpec, host_value, is_key, is_traced, static_key
 from .ir import dtypes
 from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
@@ -50,12 +50,8 @@ def _dtype_of(x: Any) -> Any:
 def _leaf_key(leaf: Any, top_level: bool) -> Any:
     """What a call's signature holds of one leaf: shape and dtype of a traced one, the value
     of a static one (frontend/arguments.py decides which is which)."""
-    if isinstance(leaf, jax.Array) or (isinstance(leaf, np.ndarray) and leaf.dtype != object):
-        return leaf.shape, leaf.dtype
-    if isinstance(leaf, np.generic):
-        return type(leaf)
-    if top_level and isinstance(leaf, int | float | complex) and not isinstance(leaf, bool):
-        return type(leaf)
+    if is_traced(leaf, top_level):
+        return np.shape(leaf), _dtype_of(leaf)
     return "static", static_key(leaf)
 
 

@@ -28,7 +28,8 @@ def is_key(x: Any) -> bool:
     return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
 
 
-def _dynamic(leaf: Any, top_level: bool) -> bool:
+def is_traced(leaf: Any, top_level: bool) -> bool:
+    """Whether a leaf is traced (else static); `top_level`: it is an argument itself."""
     if isinstance(leaf, bool):
         return False
     if isinstance(leaf, np.ndarray):
@@ -62,7 +63,7 @@ class ArgSpec:
     @classmethod
     def of(cls, args: Sequence[Any]) -> ArgSpec:
         with_paths, tree = jax.tree_util.tree_flatten_with_path(tuple(args))
-        dynamic = tuple(_dynamic(leaf, len(path) == 1) for path, leaf in with_paths)
+        dynamic = tuple(is_traced(leaf, len(path) == 1) for path, leaf in with_paths)
         static = tuple(leaf for (_, leaf), d in zip(with_paths, dynamic) if not d)
         paths = tuple(path for (path, _), d in zip(with_paths, dynamic) if d)
         static_paths = tuple(path for (path, _), d in zip(with_paths, dynamic) if not d)
