@@ -118,3 +118,127 @@ def broadcast_access(plan: KernelPlan, node: Node) -> Access:
     src = plan.body[node.inputs[0]]
     return access(src.type, node.shape, tuple(node.attrs["broadcast_dimensions"]),  # type: ignore[arg-type]
                   plan.body.params.index(src.id))
+
+
+# ---------------------------------------------------------------- row kernels
+# Softmax, log-softmax, layer norm and cross-entropy reduce each row of a matrix, broadcast
+# the results back over the row and reduce again: several reductions that the one-reduction
+# form above cannot hold. A row kernel takes them whole. Its iteration space `shape` splits
+# into row dimensions (the first `rows`) and the trailing column dimensions that every
+# reduction folds away. Each value is computed at one of two levels: per row (a scalar:
+# a reduction's result, ops on such results, inputs constant along the columns) or per point
+# (inside a loop over the row's columns). A generator runs, for each row, one pass over the
+# columns per round of reductions (reductions that do not read each other share a pass), then
+# one last pass that writes the output (a row-level output is written once per row).
+# Values are recomputed in every pass that needs them, from inputs the row keeps in cache.
+
+@dataclass(frozen=True)
+class RowPlan:
+    body: Graph
+    shape: tuple[int, ...]  # the iteration space: rows x columns
+    rows: int  # how many leading dimensions are row dimensions
+    row_level: frozenset[int]  # nodes computed once per row (the rest: per point)
+    passes: tuple[tuple[Node, ...], ...]  # the reductions folded in each pass, in order
+    output: Node
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.output.shape
+
+    @property
+    def reductions(self) -> tuple[Node, ...]:
+        return tuple(r for p in self.passes for r in p)
+
+
+def row_shape(shape: tuple[int, ...], rows: int) -> tuple[int, ...]:
+    """The shape of a row-level value kept at full rank: the columns as size-1 dimensions."""
+    return shape[:rows] + (1,) * (len(shape) - rows)
+
+
+def row_access(node: Node, shape: tuple[int, ...], rows: int, position: int,
+               dims: tuple[int, ...] | None = None) -> Access:
+    """How a parameter (or the parameter under a broadcast, with `dims`) is read at a point
+    of a row kernel: a rank-`rows` value is indexed by the row dimensions."""
+    t = node.type
+    assert isinstance(t, TensorType)
+    if dims is None and t.rank == rows and rows < len(shape):
+        dims = tuple(range(rows))
+    return access(t, shape, dims, position)
+
+
+def _level_of(n: Node, shape: tuple[int, ...], rows: int) -> str:
+    """"row" or "point", by shape: a value that varies along no column is per row."""
+    s = n.shape
+    if s == shape[:rows] and len(s) < len(shape) or s == ():
+        return "row"
+    if len(s) != len(shape) or any(d not in (1, full) for d, full in zip(s, shape)):
+        raise PlanError(f"%{n.id} ({n.op}) has shape {s}, which is neither a row of {shape} nor "
+                        f"broadcasts to it")
+    return "row" if all(d == 1 for d in s[rows:]) else "point"
+
+
+def plan_rows(body: Graph) -> RowPlan:
+    """The row form of a kernel body, or PlanError."""
+    if len(body.outputs) != 1 or not isinstance(body[body.outputs[0]].type, TensorType):
+        raise PlanError("a kernel with several results")
+    output = body[body.outputs[0]]
+    reductions = [n for n in body.nodes if OPS[n.op].fuse == Fuse.REDUCTION]
+    if not reductions:
+        raise PlanError("a row kernel without a reduction")
+    shape = body[reductions[0].inputs[0]].shape
+    rank = len(shape)
+    rows = rank - len(reductions[0].attrs["axes"])
+    for r in reductions:
+        if body[r.inputs[0]].shape != shape or tuple(r.attrs["axes"]) != tuple(range(rows, rank)):
+            raise PlanError(f"%{r.id} ({r.op}) does not fold the trailing axes of {shape}")
+    if rows == rank:
+        raise PlanError("reductions over no axis")
+    folds = {r.id for r in reductions}
+    row_level: set[int] = set()
+    rounds: dict[int, int] = {}  # node -> the number of reduction passes it waits for
+    for n in body.nodes:
+        ok = OPS[n.op].fuse != Fuse.NONE or n.op == "parameter" \
+            or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
+        if not ok:
+            raise PlanError(f"{n.op} cannot be part of a generated kernel")
+        if n.op == "parameter" and all(body[u].op == "broadcast_in_dim" for u in body.users[n.id]):
+            level = "point"  # read only through broadcasts, each indexed on its own
+        else:
+            level = "row" if n.id in folds else _level_of(n, shape, rows)
+        if level == "row":
+            row_level.add(n.id)
+        waits = max((rounds[i] for i in n.inputs), default=0)
+        if n.id in folds:
+            waits += 1
+        rounds[n.id] = waits
+        if n.op == "broadcast_in_dim":
+            src = body[n.inputs[0]]
+            if src.op not in ("parameter", "constant") and src.shape != ():
+                # a computed value is a scalar at each point: the broadcast must keep each of
+                # its dimensions where the iteration space has it
+                dims = tuple(n.attrs["broadcast_dimensions"])
+                if any(d != 1 and dims[t] != t for t, d in enumerate(src.shape)):
+                    raise PlanError(f"%{n.id} moves the dimensions of a computed value")
+        elif n.op != "parameter" and n.id not in folds and level == "row":
+            if any(i not in row_level for i in n.inputs):
+                raise PlanError(f"%{n.id} ({n.op}) is per row but reads a per-point value")
+    if output.id not in row_level and output.shape != shape:
+        raise PlanError(f"the result's shape {output.shape} is not the iteration space {shape}")
+    if output.id in row_level and output.shape not in (shape[:rows], row_shape(shape, rows)):
+        raise PlanError(f"the result's shape {output.shape} is not one per row of {shape}")
+    passes = tuple(tuple(r for r in reductions if rounds[r.id] == k)
+                   for k in range(1, max(rounds[r.id] for r in reductions) + 1))
+    return RowPlan(body, shape, rows, frozenset(row_level), passes, output)
+
+
+def plan_any(body: Graph) -> KernelPlan | RowPlan:
+    """The one-reduction form when the body has it, else the row form; when neither applies,
+    PlanError says why the form the body was meant for (by its count of reductions) fails."""
+    try:
+        return plan_kernel(body)
+    except PlanError as first:
+        try:
+            return plan_rows(body)
+        except PlanError as second:
+            several = sum(OPS[n.op].fuse == Fuse.REDUCTION for n in body.nodes) > 1
+            raise (second if several else first) from None

@@ -7,14 +7,20 @@ plus at most one reduction (an op whose row says `fuse=Fuse.REDUCTION`: the mono
 reductions) whose input has that shape; the op table's `fuse` trait says which ops are which.
 Ops after the reduction, on its (smaller) result, join as the kernel's epilogue, so
 `reduce_sum(x + y*z)` and `mean(x**2*3 + y)` (a sum, then a division) are one kernel each.
+Row groups (below) take softmax, log-softmax, layer norm and cross-entropy whole: several
+reductions over the trailing axes of one iteration space, with their per-row results
+broadcast back over the row in between. The larger of the two groups grown from a root wins.
 A `dot_general` never joins a group: it is a BLAS call, not a loop.
-Scalar constants are copied into the kernels that read them. Split loops and control-flow
+Scalar constants are copied into the kernels that read them, and so is a broadcast that other
+values also read (XLA duplicates such cheap producers): the kernel then reads the broadcast's
+small input, not the large broadcast value. Split loops and control-flow
 regions are fused inside their bodies (passes/bodies.py). A kernel's `kind` is "loop"
 (elementwise only) or "input" (with a reduction), XLA's names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir.graph import Attrs, Graph, Node
@@ -47,6 +53,7 @@ class _Group:
     def __init__(self, root: Node, loop_shape: tuple[int, ...]) -> None:
         self.root = root
         self.members = {root.id}
+        self.copies: set[int] = set()  # broadcasts other values also read: copied in
         self.reduce: Node | None = root if _reduction(root) else None
         self.epilogue_shape = root.shape
         self.loop_shape = loop_shape
@@ -59,37 +66,144 @@ class _Group:
         return self.epilogue_shape
 
 
-def _grow(g: Graph, root: Node, taken: set[int]) -> _Group:
-    group = _Group(root, g[root.inputs[0]].shape if _reduction(root) else root.shape)
-    work = [root]
+def _joins(g: Graph, group: _Group, p: Node, taken: set[int], pinned: set[int]) -> str | None:
+    """How producer `p` may join `group`: "move" (every user of it is a member), "copy" (a
+    broadcast that other values also read: a copy of it joins, as XLA duplicates cheap
+    producers, and the kernel reads the broadcast's small input instead of the large
+    result), or None. `pinned` values are read by copies already made: they stay."""
+    if p.id in group.members or p.id in group.copies or p.id in taken or _scalar_constant(p):
+        return None
+    if p.id not in g.outputs and p.id not in pinned \
+            and all(u in group.members for u in g.users[p.id]):
+        return "move"
+    return "copy" if p.op == "broadcast_in_dim" else None
+
+
+def _add(group: _Group, p: Node, how: str, work: list[Node]) -> None:
+    if how == "copy":
+        group.copies.add(p.id)  # a leaf: its input stays outside
+    else:
+        group.members.add(p.id)
+        work.append(p)
+
+
+def _walk(g: Graph, group: _Group, taken: set[int], pinned: set[int],
+          admit: Callable[[Node, Node, str], bool]) -> None:
+    """Grow `group` backwards from its root through the producers that may join (_joins)
+    and that `admit(member, producer, how)` takes."""
+    work = [group.root]
     while work:
         m = work.pop()
         for i in m.inputs:
             p = g[i]
-            if p.id in group.members or p.id in taken or m.op == "broadcast_in_dim":
-                continue
-            if _scalar_constant(p) or p.id in g.outputs \
-                    or not all(u in group.members for u in g.users[p.id]):
-                continue
-            want = group.phase_shape(m)
-            if _reduction(p) and group.reduce is None and p.shape == want:
-                group.reduce = p
-                group.loop_shape = g[p.inputs[0]].shape
-            elif not (_loopy(p) and p.shape == want):
-                continue
-            group.members.add(p.id)
-            work.append(p)
+            how = _joins(g, group, p, taken, pinned)
+            if how is not None and admit(m, p, how):
+                _add(group, p, how, work)
+
+
+def _grow(g: Graph, root: Node, taken: set[int], pinned: set[int]) -> _Group:
+    group = _Group(root, g[root.inputs[0]].shape if _reduction(root) else root.shape)
+
+    def admit(m: Node, p: Node, how: str) -> bool:
+        if m.op == "broadcast_in_dim":
+            return False
+        want = group.phase_shape(m)
+        if how == "move" and _reduction(p) and group.reduce is None and p.shape == want:
+            group.reduce = p
+            group.loop_shape = g[p.inputs[0]].shape
+            return True
+        return _loopy(p) and p.shape == want
+
+    _walk(g, group, taken, pinned, admit)
     return group
+
+
+# ---------------------------------------------------------------- row groups
+# Softmax, layer norm and cross-entropy fold each row of a matrix more than once, with the
+# results broadcast back over the row in between: one reduction per kernel would make three
+# to five kernels of them, each reading the matrix again. A row group holds them whole. Its
+# iteration space `shape` is rows x columns, where every reduction folds exactly the column
+# (trailing) axes; each member computes either one value per row (its shape is the rows, or
+# the rows with size-1 columns) or one per point (its shape broadcasts to `shape`).
+
+Rows = tuple[tuple[int, ...], int]  # (iteration space, number of row dimensions)
+
+
+def _row_fold(n: Node, g: Graph) -> Rows | None:
+    """The row space of a reduction that folds trailing axes and keeps at least one."""
+    if not _reduction(n):
+        return None
+    shape = g[n.inputs[0]].shape
+    axes = tuple(n.attrs["axes"])
+    rows = len(shape) - len(axes)
+    if rows < 1 or axes != tuple(range(rows, len(shape))):
+        return None
+    return shape, rows
+
+
+def _fits(n: Node, space: Rows) -> bool:
+    """Whether `n`'s value is one per row or one per point of `space`."""
+    shape, rows = space
+    s = n.shape
+    return s == () or s == shape[:rows] or (
+        len(s) == len(shape) and all(d in (1, full) for d, full in zip(s, shape)))
+
+
+def _keeps_dims(b: Node, g: Graph) -> bool:
+    """A broadcast whose computed input may join: each of its input's dimensions stays at the
+    same position (so the input is, at every point, the value the broadcast gives)."""
+    src = g[b.inputs[0]].shape
+    dims = tuple(b.attrs["broadcast_dimensions"])
+    return all(d == 1 or dims[t] == t for t, d in enumerate(src))
+
+
+def _grow_rows(g: Graph, root: Node, taken: set[int], pinned: set[int], space: Rows
+               ) -> _Group | None:
+    shape, rows = space
+    root_ok = _row_fold(root, g) == space or (
+        _loopy(root) and root.shape in (shape, shape[:rows], shape[:rows] + (1,) * (len(shape) - rows)))
+    if not root_ok:
+        return None
+    group = _Group(root, shape)
+    folds = [root] if _reduction(root) else []
+
+    def admit(m: Node, p: Node, how: str) -> bool:
+        if m.op == "broadcast_in_dim" and not _keeps_dims(m, g):
+            return False
+        if _reduction(p) and how == "move":
+            if _row_fold(p, g) != space:
+                return False
+            folds.append(p)
+            return True
+        return _loopy(p) and _fits(p, space)
+
+    _walk(g, group, taken, pinned, admit)
+    if not folds:
+        return None
+    group.reduce = folds[0]
+    return group
+
+
+def _best_group(g: Graph, root: Node, taken: set[int], pinned: set[int], spaces: list[Rows]
+                ) -> _Group:
+    """The one-reduction group grown from `root`, or a larger row group."""
+    best = _grow(g, root, taken, pinned)
+    for space in spaces:
+        rowwise = _grow_rows(g, root, taken, pinned, space)
+        if rowwise is not None and len(rowwise.members) > len(best.members):
+            best = rowwise
+    return best
 
 
 def _kernel(g: Graph, group: _Group) -> Node:
     """The kernel node replacing `group`: its inputs are the values the members read from
     outside (in first-read order); its body renumbers everything from 0."""
-    members = [n for n in g.nodes if n.id in group.members]
+    inside = group.members | group.copies
+    members = [n for n in g.nodes if n.id in inside]
     external: list[int] = []
     for n in members:
         for i in n.inputs:
-            if i not in group.members and not _scalar_constant(g[i]) and i not in external:
+            if i not in inside and not _scalar_constant(g[i]) and i not in external:
                 external.append(i)
     body_nodes: list[Node] = []
     new_id: dict[int, int] = {}
@@ -122,23 +236,29 @@ def _fuse_one(g: Graph) -> tuple[Graph, list[Rewrite]]:
     taken: set[int] = set()
     kernels: dict[int, Node] = {}
     fused_away: set[int] = set()
+    copies: set[int] = set()
+    pinned: set[int] = set()
+    spaces = list(dict.fromkeys(s for n in g.nodes if (s := _row_fold(n, g)) is not None))
     for n in reversed(g.nodes):
         if n.id in taken or _scalar_constant(n) or not (_loopy(n) or _reduction(n)):
             continue
-        group = _grow(g, n, taken)
+        group = _best_group(g, n, taken, pinned, spaces)
         taken |= group.members
-        if sum(1 for i in group.members if not _scalar_constant(g[i])) >= 2:
+        if sum(1 for i in group.members | group.copies if not _scalar_constant(g[i])) >= 2:
+            pinned |= {i for c in group.copies for i in g[c].inputs}
             kernels[n.id] = _kernel(g, group)
             fused_away |= group.members - {n.id}
+            copies |= group.copies
             rule = "fuse-reduction" if group.reduce is not None else "fuse-elementwise"
             log.append(Rewrite(rule, tuple(sorted(group.members)), (n.id,),
                                str(n.source) if n.source else None))
     kept = [kernels.get(n.id, nodes[n.id]) for n in g.nodes if n.id not in fused_away]
-    # Scalar constants that only fused kernels read were copied into them: drop the originals.
-    still_read = {i for n in kept for i in n.inputs} | set(g.outputs)
+    # Scalar constants and broadcasts that fused kernels read were copied into them: drop the
+    # originals that nothing reads now.
     in_kernels = fused_away | set(kernels)
-    copied = {i for m in g.nodes if m.id in in_kernels for i in m.inputs if _scalar_constant(g[i])}
-    kept = [n for n in kept if n.id not in copied or n.id in still_read]
+    copies |= {i for m in g.nodes if m.id in in_kernels for i in m.inputs if _scalar_constant(g[i])}
+    still_read = {i for n in kept for i in n.inputs} | set(g.outputs)
+    kept = [n for n in kept if n.id not in copies or n.id in still_read]
     return Graph(kept, g.params, g.outputs, g.name), log
 
 

@@ -42,7 +42,7 @@ from ...ir import dtypes
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
 from .. import reference
-from ..kernel_plan import KernelPlan, PlanError, plan_kernel
+from ..kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
 from ..numpy_temporaries import workspace_bytes
 from .kernel_codegen import KERNEL, PRELUDE, CpuKernelCode, accumulator, generate
 
@@ -129,7 +129,7 @@ class CompiledKernel:
 
     name: str
     body: Graph
-    plan: KernelPlan | None = None
+    plan: KernelPlan | RowPlan | None = None
     code: CpuKernelCode | None = None
     fn: Callable[..., None] | None = None
     reason: str = ""
@@ -163,7 +163,8 @@ class CompiledKernel:
         """Inputs an elementwise kernel may write its result into: of the result's shape and
         type, read only at the point being written (no broadcast or reduction reads them)."""
         plan = self.plan
-        if plan is None or plan.reduce is not None or plan.loop_shape != plan.out_shape:
+        if not isinstance(plan, KernelPlan) or plan.reduce is not None \
+                or plan.loop_shape != plan.out_shape:
             return frozenset()
         readers: dict[int, list[Node]] = {}
         for n in self.body.nodes:
@@ -203,7 +204,8 @@ class CompiledKernel:
         flat_out = out.reshape(1) if out.ndim == 0 else out
         extra = []
         if code.red is not None:
-            _, acc, identity = accumulator(plan)
+            assert isinstance(plan, KernelPlan) and plan.reduce is not None
+            _, acc, identity = accumulator(plan.reduce)
             shape = plan.out_shape or (1,)
             if code.red == "out":
                 flat_out.fill(identity)
@@ -242,7 +244,7 @@ def _dense(v: np.ndarray) -> np.ndarray:
 def _code_of(body: Graph) -> CpuKernelCode | None:
     """The generated code of a kernel body, or None when it runs on the reference."""
     try:
-        return generate(plan_kernel(body), body.name.replace("-", "_"), _planned_threads())
+        return generate(plan_any(body), body.name.replace("-", "_"), _planned_threads())
     except PlanError:
         return None
 
@@ -279,7 +281,7 @@ def compile_kernel(node: Node, name: str) -> CompiledKernel:
     body = node.attrs["body"]
     k = CompiledKernel(name, body)
     try:
-        k.plan = plan_kernel(body)
+        k.plan = plan_any(body)
         k.code = generate(k.plan, body.name.replace("-", "_"), _threads())
         k.fn = load(k.code)
     except (PlanError, ImportError) as e:

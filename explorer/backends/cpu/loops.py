@@ -25,7 +25,7 @@ from ...ir import dtypes
 from ...ir.graph import Graph, Node, TensorType, TupleType
 from ...ir.ops import OPS
 from ...ir.traits import OpKind
-from ..kernel_plan import PlanError, plan_kernel
+from ..kernel_plan import KernelPlan, PlanError, plan_any
 from .kernel_codegen import KERNEL, _expr, accumulator, np_type
 from .kernels import CpuKernelCode, _code_of, load
 from .runtime import one_or_tuple
@@ -149,7 +149,7 @@ class _Body:
         code = _code_of(body)  # (the same cached code the program's kernels run)
         if code is None:
             raise Unsupported(f"{n.describe()}: a kernel the generator cannot write")
-        plan = plan_kernel(body)
+        plan = plan_any(body)
         if code.parallel or code.chunks:
             raise Unsupported(f"{n.describe()}: a parallel kernel")
         fn = f"kernel_{self.prefix}{n.id}"
@@ -164,7 +164,8 @@ class _Body:
         w(f"{buffer} = np.empty({out_t.shape or (1,)}, {np_type(out_t.dtype)})")
         extra = []
         if code.red is not None:
-            _, acc, identity = accumulator(plan)
+            assert isinstance(plan, KernelPlan) and plan.reduce is not None
+            _, acc, identity = accumulator(plan.reduce)
             ident = f"s_{self.prefix}{n.id}_identity"
             self.globals[ident] = dtypes.to_numpy(acc).type(identity)
             if code.red == "out":
