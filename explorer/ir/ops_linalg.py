@@ -51,8 +51,14 @@ def _spd(rng: np.random.Generator, batch: tuple[int, ...] = (2,), n: int = 4) ->
     return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(np.float32)
 
 
+# The ops whose NumPy reference calls SciPy's LAPACK: SciPy brings its own OpenBLAS, a second
+# thread pool beside NumPy's (backends/cpu/pools.py keeps the two from fighting).
+SCIPY_LAPACK: set[str] = set()
+
+
 def _row(name: str, arity: int, attrs: tuple[str, ...], infer: Any, ref: Any, flops: Any,
          jax: Any, sample: Any, optional: tuple[str, ...] = ()) -> None:
+    SCIPY_LAPACK.add(name)
     _add(OpDef(name, OpKind.OTHER, arity, attrs, infer, ref, flops, jax, sample,
                split=Split.MAP, split_axes=_batch_axes, optional=optional))
 

@@ -261,3 +261,29 @@ def test_a_kernel_reads_a_transposed_input_through_a_contiguous_copy_the_plan_co
     np.testing.assert_allclose(r.value, np.tanh(x.T * 2) + 1, rtol=1e-5, atol=1e-6)
     assert r.peak_bytes <= t.final.memory.peak_bytes + 32 * 1024
     assert t.final.memory.peak_bytes >= x.nbytes  # the copy is planned
+
+
+def test_programs_that_call_lapack_hold_scipys_blas_pool_at_one_thread() -> None:
+    """SciPy's OpenBLAS and NumPy's are two pools; a program with a cholesky holds SciPy's at
+    one thread while it runs (backends/cpu/pools.py), and gives the width back after."""
+    from explorer.backends.cpu import pools
+
+    a = _f32(16, 16)
+    spd = a @ a.T + 16 * np.eye(16, dtype=np.float32)
+    chol = gx.explore(lambda m, b: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(m), True), b),
+                      spd, _f32(16, 3))
+    plain = gx.explore(lambda m: m @ m, spd)
+    assert pools.calls_lapack(chol.final.graph) and not pools.calls_lapack(plain.final.graph)
+    exe = CpuProgram(chol.final.graph)
+    assert exe.pools is pools.lapack_on_one_thread
+    assert CpuProgram(plain.final.graph).pools is not pools.lapack_on_one_thread
+    pool = pools._scipy_pool()
+    if pool is None:
+        pytest.skip("SciPy and NumPy share one BLAS here: there is one pool")
+    width = pool.get_num_threads()
+    with pools.lapack_on_one_thread():
+        assert pool.get_num_threads() == 1
+    assert pool.get_num_threads() == width
+    got = exe.call(exe.prepare([spd, np.ones((16, 3), np.float32)]))[0]
+    np.testing.assert_allclose(spd @ got, np.ones((16, 3)), rtol=1e-3, atol=1e-3)
+    assert pool.get_num_threads() == width
