@@ -18,7 +18,7 @@ embedding lookup over a batch of tokens runs chunk by chunk; the table passes wh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -121,17 +121,43 @@ def _flat_windows(shape: Sequence[int], starts: np.ndarray, sizes: Sequence[int]
     return base[..., None] + grid.reshape(-1)
 
 
-def _gather_ref(x, idx, *, slice_sizes, offset_dims, collapsed_slice_dims, start_index_map,
-                operand_batching_dims=(), start_indices_batching_dims=(), mode="promise_in_bounds",
-                fill_value=None, indices_are_sorted=False, unique_indices=False):
+def take_windows(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """The windows of `sizes` at each of `starts` (batch..., rank), all in bounds, as
+    (batch..., prod(sizes)): one fancy index of the flat positions."""
+    return np.ravel(x)[_flat_windows(x.shape, starts, sizes)]
+
+
+def put_windows(out: np.ndarray, starts: np.ndarray, sizes: Sequence[int], values: np.ndarray,
+                combine: Any) -> None:
+    """Combine `values` (k, prod(sizes)) into the windows of `out` at `starts` (k, rank), all
+    in bounds, in order: assigned (combine None, the last write wins) or by a ufunc's `at`."""
+    flat = _flat_windows(out.shape, starts, sizes)
+    values = values.reshape(flat.shape)
+    if combine is None:
+        out.reshape(-1)[flat] = values
+    else:
+        combine.at(out.reshape(-1), flat, values)
+
+
+def gather_with(take: Callable[[np.ndarray, np.ndarray, Sequence[int]], np.ndarray]) -> Any:
+    """lax.gather's semantics, reading the windows through `take` (take_windows, or a
+    backend's compiled loop)."""
+    def gather(x, idx, *, slice_sizes, offset_dims, collapsed_slice_dims, start_index_map,
+               operand_batching_dims=(), start_indices_batching_dims=(), mode="promise_in_bounds",
+               fill_value=None, indices_are_sorted=False, unique_indices=False):
+        return _gather(take, x, idx, tuple(slice_sizes), offset_dims, collapsed_slice_dims,
+                       start_index_map, operand_batching_dims, start_indices_batching_dims, mode,
+                       fill_value)
+    return gather
+
+
+def _gather(take, x, idx, sizes, offset_dims, collapsed_slice_dims, start_index_map,  # noqa: ANN001, ANN202
+            operand_batching_dims, start_indices_batching_dims, mode, fill_value):
     idx = np.asarray(idx, np.int64)
-    sizes = tuple(slice_sizes)
     starts = _starts(x.shape, idx, start_index_map, operand_batching_dims,
                      start_indices_batching_dims)
     upper = np.asarray(x.shape) - np.asarray(sizes)
-    flat = _flat_windows(x.shape, np.clip(starts, 0, upper), sizes)
-    out = np.ravel(x)[flat].reshape(*idx.shape[:-1], *sizes)
-    del flat
+    out = take(x, np.clip(starts, 0, upper), sizes).reshape(*idx.shape[:-1], *sizes)
     if mode == "fill":
         bounds = upper[list(start_index_map)]
         ok = np.all((idx >= 0) & (idx <= bounds), axis=-1)
@@ -172,8 +198,8 @@ def _gather_split(ins: Sequence[TensorType], out: TensorType, a: Attrs) -> dict[
 
 
 _GATHER_ATTRS = ("slice_sizes", *GATHER_DIMS, "mode", "fill_value", *_FLAGS)
-_add(OpDef("gather", OpKind.OTHER, 2, _GATHER_ATTRS, _gather_infer, _gather_ref, _no_flops,
-           _jax_gather, _gather_sample, split=Split.MAP, split_axes=_gather_split,
+_add(OpDef("gather", OpKind.OTHER, 2, _GATHER_ATTRS, _gather_infer, gather_with(take_windows),
+           _no_flops, _jax_gather, _gather_sample, split=Split.MAP, split_axes=_gather_split,
            optional=("operand_batching_dims", "start_indices_batching_dims", "mode", "fill_value",
                      *_FLAGS)))
 
@@ -205,7 +231,9 @@ def _scatter_infer(op: str):
     return infer
 
 
-def _scatter_ref(combine: Any):
+def scatter_with(combine: Any, put: Callable[..., None] = put_windows) -> Any:
+    """lax.scatter's semantics (combine None) or scatter-add/mul/min/max's (a ufunc), writing
+    the windows through `put` (put_windows, or a backend's compiled loop)."""
     def ref(x, idx, upd, *, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, operand_batching_dims=(),
             scatter_indices_batching_dims=(), mode="fill", indices_are_sorted=False,
@@ -231,12 +259,7 @@ def _scatter_ref(combine: Any):
         values = moved[fits]  # (k, *sizes)
         out = np.array(x, copy=True)
         if flat_starts.shape[0]:
-            flat = _flat_windows(x.shape, flat_starts, sizes)
-            values = values.reshape(flat.shape)
-            if combine is None:
-                out.reshape(-1)[flat] = values
-            else:
-                combine.at(out.reshape(-1), flat, values)
+            put(out, flat_starts, sizes, values.reshape(len(values), -1), combine)
         return out
 
     return ref
@@ -282,7 +305,7 @@ for _name, _combine, _lax_fn, _mode in (("scatter", None, "scatter", "fill"),
                                         ("scatter-min", np.minimum, "scatter_min", "fill"),
                                         ("scatter-max", np.maximum, "scatter_max", "clip")):
     _add(OpDef(_name, OpKind.OTHER, 3, _SCATTER_ATTRS, _scatter_infer(_name),
-               _scatter_ref(_combine), _no_flops if _combine is None else _scatter_flops,
+               scatter_with(_combine), _no_flops if _combine is None else _scatter_flops,
                _jax_scatter(_lax_fn), _scatter_sample(_mode, _combine is None),
                optional=("operand_batching_dims", "scatter_indices_batching_dims", "mode",
                          *_FLAGS)))

@@ -34,7 +34,7 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
-from . import runtime
+from . import indexing, runtime
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
@@ -110,8 +110,8 @@ class _Writer:
     def op(self, name: str) -> str:
         ops = self.ns["ops"]
         attr = _ident(name)
-        if not hasattr(ops, attr):
-            setattr(ops, attr, OPS[name].ref)
+        if not hasattr(ops, attr):  # (gather and the scatters: as numba loops)
+            setattr(ops, attr, indexing.REFERENCES.get(name, OPS[name].ref))
         return f"ops.{attr}"
 
     def cast(self, t: Type) -> str:
