@@ -20,7 +20,7 @@ ELEMENTWISE = [name for name, row in OPS.items() if row.kind == OpKind.ELEMENTWI
 # The ops each code generator leaves to the reference interpreter. Adding an op to the table,
 # or a scalar form to a row, changes these sets: update them as a visible choice.
 FALLS_BACK_IN = {
-    "numba": {"digamma", "erf_inv", "nextafter", "population_count", "bitcast_convert_type"},
+    "numba": {"digamma", "nextafter", "population_count"},
     "cuda": {"digamma", "bitcast_convert_type"},
 }
 

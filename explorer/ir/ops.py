@@ -367,7 +367,7 @@ _unary("logistic", sp.expit, 4, cuda="(1 / (1 + exp(-{0})))", hlo="logistic",
        numba=_f32_or("(1 / (1 + _exp32(-{0})))", "(1 / (1 + np.exp(-{0})))"))
 _unary("erf", sp.erf, 8, numba="math.erf", cuda="erf", hlo="erf")
 _unary("erfc", sp.erfc, 8, numba="math.erfc", cuda="erfc")
-_unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba=FALLS_BACK,
+_unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba="_erfinv",
        cuda="erfinv")
 _unary("lgamma", sp.gammaln, 8, sample=_unary_sample(low=0.1, high=3.0), numba="math.lgamma",
        cuda="lgamma")

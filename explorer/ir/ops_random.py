@@ -147,9 +147,9 @@ _add(OpDef("random_seed", OpKind.OTHER, 1, (), _seed_infer, _seed_ref, _per_elem
            lambda rng: ([rng.integers(-2**31, 2**31, size=(3,)).astype(np.int32)], {})))
 
 
-def _bits_ref(keys, bit_width, shape):
+def _bits_ref(keys, bit_width, shape, cipher=threefry2x32):
     def one(k1, k2):
-        b1, b2 = threefry2x32(k1, k2, *_counts(shape))
+        b1, b2 = cipher(k1, k2, *_counts(shape))
         if bit_width == 64:
             return (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
         return (b1 ^ b2).astype(dtypes.to_numpy(f"u{bit_width}"))
@@ -184,9 +184,9 @@ _add(OpDef("random_bits", OpKind.OTHER, 1, ("bit_width", "shape"), _bits_infer, 
                         {"bit_width": (8, 16, 32)[int(rng.integers(3))], "shape": (3, 5)})))
 
 
-def _split_ref(keys, shape):
+def _split_ref(keys, shape, cipher=threefry2x32):
     def one(k1, k2):
-        b1, b2 = threefry2x32(k1, k2, *_counts(shape))
+        b1, b2 = cipher(k1, k2, *_counts(shape))
         return np.stack([b1, b2], axis=-1)
 
     return _per_key(np.asarray(keys, np.uint32), one)
@@ -208,15 +208,24 @@ _add(OpDef("random_split", OpKind.OTHER, 1, ("shape",), _split_infer, _split_ref
            _jax_split, lambda rng: ([_key_sample(rng, (3,))], {"shape": (2,)})))
 
 
-def _fold_ref(keys, msgs):
+def _fold_ref(keys, msgs, cipher=threefry2x32):
     def one(k1, k2, m):
-        b1, b2 = threefry2x32(k1, k2, np.uint32(0), np.asarray(m).astype(np.uint32))
+        b1, b2 = cipher(k1, k2, np.uint32(0), np.asarray(m).astype(np.uint32))
         return np.stack([b1, b2])
 
     keys = np.asarray(keys, np.uint32)
     batch = np.broadcast_shapes(keys.shape[:-1], np.shape(msgs))
     keys = np.broadcast_to(keys, (*batch, KEY_WORDS))
     return _per_key(keys, one, np.asarray(msgs))
+
+
+def with_cipher(cipher: Any) -> dict[str, Any]:
+    """The references of the ops built on threefry2x32, computing the cipher with `cipher`
+    (a backend's compiled loop) instead of NumPy's ufuncs."""
+    return {"threefry2x32": cipher,
+            "random_bits": lambda keys, bit_width, shape: _bits_ref(keys, bit_width, shape, cipher),
+            "random_split": lambda keys, shape: _split_ref(keys, shape, cipher),
+            "random_fold_in": lambda keys, msgs: _fold_ref(keys, msgs, cipher)}
 
 
 def _fold_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -366,5 +375,6 @@ def _bitcast_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
 
 _pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
            lambda x, new_dtype: np.ascontiguousarray(x).view(dtypes.to_numpy(new_dtype)),
-           lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample, numba=FALLS_BACK,
+           lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample,
+           numba=lambda a, n: f"_bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
            cuda=FALLS_BACK)

@@ -315,3 +315,32 @@ def test_an_embedding_lookup_and_its_gradient_run_through_the_loops() -> None:
     want = np.zeros_like(table)
     np.add.at(want, ids, 2 * table[ids])
     np.testing.assert_allclose(grad(table, ids), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["threefry2x32", "random_bits", "random_split", "random_fold_in"])
+def test_random_numbers_run_threefry_as_one_numba_loop_bit_for_bit(name: str) -> None:
+    from explorer.backends.cpu import random
+
+    for seed in range(12):
+        ins, attrs = OPS[name].sample(np.random.default_rng(seed))
+        want = OPS[name].ref(*ins, **attrs)
+        got = random.REFERENCES[name](*ins, **attrs)
+        for w, g in zip(want if isinstance(want, tuple) else [want],
+                        got if isinstance(got, tuple) else [got], strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+
+
+def test_dropout_and_normal_draws_match_jax_in_one_generated_kernel() -> None:
+    """jax.random.normal's erf_inv and uniform's bitcast have numba forms: the dropout
+    program's epilogue is one generated kernel, and its draws are JAX's, bit for bit."""
+    def dropout(key: jax.Array, x: jax.Array) -> jax.Array:
+        k1, k2 = jax.random.split(key)
+        keep = jax.random.bernoulli(k1, 0.8, x.shape)
+        return jnp.where(keep, x / 0.8, 0.0) + 0.01 * jax.random.normal(k2, x.shape)
+
+    key, x = jax.random.key(3), _f32(5, 7)
+    r = gx.explore(dropout, key, x).run(backend="cpu")
+    assert r.kernels and all("runs on the reference interpreter" not in k.source
+                             for k in r.kernels)
+    np.testing.assert_allclose(r.value, jax.jit(dropout)(key, x), rtol=1e-6, atol=1e-6)

@@ -400,7 +400,8 @@ import numpy as np
 from numba import njit, prange
 
 from explorer.backends.cpu.kernel_codegen import (_idiv, _irem, _max, _min, _radd, _rmul, _round_away,
-                                                _exp32, _fmax, _fmin, _tanh32, _tk_key, _to_int)
+                                                _bitcast, _erfinv, _exp32, _fmax, _fmin, _tanh32,
+                                                _tk_key, _to_int)
 # helpers {_HELPERS_VERSION}
 '''
 
@@ -529,6 +530,52 @@ def _helpers() -> dict[str, object]:
         y = np.float32(0.0) if x <= np.float32(-104.0) else y
         return x if x != x else y
 
+    @intrinsic
+    def _bitcast(typingctx, x, to):  # x's bits as number type `to` of the same width
+        target = getattr(to, "instance_type", None)
+        if not (isinstance(x, types.Number) and isinstance(target, types.Number)
+                and x.bitwidth == target.bitwidth):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
+        return target(x, to), codegen
+
+    # lax.erf_inv: Giles' single-precision polynomial (XLA's own for float32), then two
+    # Newton steps on erf in float64, so float64 results are as good as SciPy's too
+    @njit(inline="always")
+    def _erfinv(x):
+        y = np.float64(x)
+        if not abs(y) < 1.0:  # +-1 -> +-inf; NaN and |x| > 1 -> NaN
+            return math.copysign(np.inf, y) if abs(y) == 1.0 else np.nan
+        w = -math.log1p(-y * y)
+        if w < 5.0:
+            w = w - 2.5
+            p = 2.81022636e-08
+            p = 3.43273939e-07 + p * w
+            p = -3.5233877e-06 + p * w
+            p = -4.39150654e-06 + p * w
+            p = 0.00021858087 + p * w
+            p = -0.00125372503 + p * w
+            p = -0.00417768164 + p * w
+            p = 0.246640727 + p * w
+            p = 1.50140941 + p * w
+        else:
+            w = math.sqrt(w) - 3.0
+            p = -0.000200214257
+            p = 0.000100950558 + p * w
+            p = 0.00134934322 + p * w
+            p = -0.00367342844 + p * w
+            p = 0.00573950773 + p * w
+            p = -0.0076224613 + p * w
+            p = 0.00943887047 + p * w
+            p = 1.00167406 + p * w
+            p = 2.83297682 + p * w
+        r = p * y
+        for _ in range(2):
+            r = r - (math.erf(r) - y) / (1.1283791670955126 * math.exp(-r * r))
+        return r
+
     @njit(inline="always")
     def _round_away(x):
         return np.sign(x) * np.floor(np.abs(x) + 0.5)
@@ -553,7 +600,8 @@ def _helpers() -> dict[str, object]:
 
     return {"_max": _max, "_min": _min, "_tk_key": _tk_key, "_idiv": _idiv, "_irem": _irem,
             "_radd": _radd, "_rmul": _rmul, "_round_away": _round_away, "_to_int": _to_int,
-            "_tanh32": _tanh32, "_exp32": _exp32, "_fmax": _fmax, "_fmin": _fmin}
+            "_tanh32": _tanh32, "_exp32": _exp32, "_fmax": _fmax, "_fmin": _fmin,
+            "_bitcast": _bitcast, "_erfinv": _erfinv}
 
 
 def __getattr__(name: str) -> object:

@@ -34,11 +34,13 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
-from . import indexing, runtime
+from . import indexing, random, runtime
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
 ENTRY, MEASURED = "program", "program_measured"
+# ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
+LOOPS = {**indexing.REFERENCES, **random.REFERENCES}
 
 
 class ProgramError(Exception):
@@ -110,8 +112,8 @@ class _Writer:
     def op(self, name: str) -> str:
         ops = self.ns["ops"]
         attr = _ident(name)
-        if not hasattr(ops, attr):  # (gather and the scatters: as numba loops)
-            setattr(ops, attr, indexing.REFERENCES.get(name, OPS[name].ref))
+        if not hasattr(ops, attr):  # (gather, scatters, threefry: as numba loops)
+            setattr(ops, attr, LOOPS.get(name, OPS[name].ref))
         return f"ops.{attr}"
 
     def cast(self, t: Type) -> str:
