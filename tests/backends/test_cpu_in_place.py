@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import explorer as gx
+from explorer.backends import registry
 from explorer.backends.cpu import kernels as cpu
 
 R = np.random.default_rng(3)
@@ -71,3 +73,18 @@ def test_past_the_kernel_limit_new_structures_run_interpreted(monkeypatch) -> No
     np.testing.assert_allclose(r.value, tr.run().value, rtol=1e-5, atol=1e-5)
     fresh = [k for k in r.kernels if "GAMBIT_MAX_KERNELS" in k.source]
     assert fresh, [k.source[:120] for k in r.kernels]
+
+
+def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
+    """Writing into a dying input, the kernel runs a variant whose loop stores through that
+    input itself (one array, so LLVM's alias check passes and the loop vectorizes)."""
+    x = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
+    b = np.random.default_rng(6).standard_normal((64,)).astype(np.float32)
+    t = gx.explore(lambda x, w, b: jax.nn.relu(x @ w + b), x, x, b)
+    exe = registry.executable(t.final.graph, "cpu")
+    got = exe.call(exe.prepare([x, x, b]))[0]
+    np.testing.assert_allclose(got, np.maximum(x @ x + b, 0), rtol=1e-5, atol=1e-5)
+    (k,) = exe.all_kernels()
+    assert list(k._over) == [next(iter(k.in_place))]  # the variant ran
+    (variant,) = k._over.values()
+    assert variant is not k.fn
