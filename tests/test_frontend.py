@@ -263,3 +263,17 @@ def test_notebook_cells_show_as_in_n() -> None:
     assert re.fullmatch(r"In\[\d+\]", exp.source.file), exp.source
     assert exp.source.line == 2
     assert exp.source.line_text == "return jnp.exp(x) * 2"
+
+
+def test_lax_empty_is_zeros_not_an_opaque_call() -> None:
+    """lax.empty (which linalg gradients and scans fill later) is a zero constant, as JAX
+    lowers it, rather than an opaque node that runs through JAX on every call."""
+    import jax.numpy as jnp
+
+    def f(x):  # noqa: ANN001, ANN202
+        return x + jax.lax.empty((3,), jnp.float32)
+
+    x = np.arange(3, dtype=np.float32)
+    t = gx.explore(f, x)
+    assert "opaque" not in t.stages[0].graph.ops()
+    np.testing.assert_array_equal(t.run(backend="cpu").value, jax.jit(f)(x))

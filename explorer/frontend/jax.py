@@ -121,6 +121,12 @@ def _constant(b: GraphBuilder, value: Any, source: Source | None = None) -> int:
     return b.constant(host_value(value), source=source)
 
 
+@handles("empty", "empty2")
+def _empty(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    """lax.empty (a buffer scans and linalg gradients fill later): zeros, as JAX lowers it."""
+    return [_constant(b, np.zeros(o.aval.shape, o.aval.dtype), source) for o in eqn.outvars]
+
+
 def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None = None) -> None:
     """Translate `jaxpr`'s equations; `outer` is the call site of an inlined sub-jaxpr, the
     source of inner equations whose own traceback has no user frame (a cached library jit)."""
