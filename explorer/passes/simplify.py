@@ -7,7 +7,8 @@ Applied (bit-exact for every input, NaN, infinities and signed zeros included):
   neg(neg(x)) -> x;  x ** 1 -> x;  x ** 2 -> x * x  (what lax.integer_pow computes)
   convert_element_type to x's own type, reduce over no axes, and broadcast/reshape/transpose
   that keep x as it is -> x; broadcast of broadcast, reshape of reshape, transpose of
-  transpose -> one op; transpose feeding dot_general -> new dimension numbers.
+  transpose -> one op; transpose feeding dot_general -> new dimension numbers; a transpose
+  that swaps a dot_general's two free blocks -> the dot with its operands swapped.
   An op whose inputs are all constants -> a constant, if the result has at most `fold_limit`
   elements and no more than its largest input (a broadcast of a splat stays a broadcast);
   the op table's NumPy reference computes it, as the reference interpreter would.
@@ -122,6 +123,24 @@ def _dot_through_transpose(ctx: RewriteContext, root: Node) -> int | None:
     return ctx.emit("dot_general", [lhs, rhs], attrs)
 
 
+def _dot_transposed(ctx: RewriteContext, root: Node, dot: Node) -> int | None:
+    """transpose(dot_general(a, b)) that swaps the two free blocks (batch dims kept first)
+    -> dot_general(b, a): the product comes out in the order it is read, with no transposed
+    view for later ops to stride through (XLA's transpose folding does the same)."""
+    if ctx.users(dot) != (root.id,) or ctx.is_output(dot):
+        return None  # the untransposed product is needed as well: one dot, not two
+    lc, rc, lb, rb = dot_dims(dot.attrs)
+    lhs, rhs = (ctx.node(i) for i in dot.inputs)
+    nb = len(lb)
+    nl = lhs.type.rank - len(lc) - nb  # type: ignore[union-attr]
+    nr = rhs.type.rank - len(rc) - nb  # type: ignore[union-attr]
+    want = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
+    if tuple(root.attrs["permutation"]) != want or nl == 0 or nr == 0:
+        return None
+    attrs = dot.attrs.replace(dimension_numbers=((rc, lc), (rb, lb)))
+    return ctx.emit("dot_general", [rhs, lhs], attrs)
+
+
 def _fold(limit: int) -> Any:
     def fn(ctx: RewriteContext, root: Node) -> int | None:
         op = OPS[root.op]
@@ -164,6 +183,8 @@ def rules(fold_limit: int = 64) -> list[Rule]:
         Rule("transpose-of-transpose", pat("transpose", pat("transpose", x, name="inner"),
                                            name="root"), _transposes),
         Rule("transpose-into-dot", pat("dot_general", name="root"), _dot_through_transpose),
+        Rule("transpose-of-dot", pat("transpose", pat("dot_general", name="dot"), name="root"),
+             _dot_transposed),
         Rule("fold-constant", var("root"), _fold(fold_limit)),
     ]
 
