@@ -88,3 +88,16 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     assert list(k._over) == [next(iter(k.in_place))]  # the variant ran
     (variant,) = k._over.values()
     assert variant is not k.fn
+
+
+def test_a_0d_kernel_with_no_scalar_arguments_writes_over_its_input() -> None:
+    """The in-place variant drops `out` from the signature wherever it stands (found by the
+    differential fuzz: a 0-d kernel's `def kernel(in0, out)` became `def kernel(in0, in0)`)."""
+    a, b = (np.random.default_rng(s).standard_normal(8).astype(np.float32) for s in (7, 8))
+    t = gx.explore(lambda a, b: jnp.sin(jnp.cos(jnp.dot(a, b))), a, b)
+    exe = registry.executable(t.final.graph, "cpu")
+    (k,) = exe.all_kernels()
+    assert "def kernel(in0, out):" in k.source
+    got = exe.call(exe.prepare([a, b]))[0]
+    np.testing.assert_allclose(got, np.sin(np.cos(np.dot(a, b))), rtol=1e-6)
+    assert k._over  # it wrote over the dot's 0-d result

@@ -344,3 +344,28 @@ def test_dropout_and_normal_draws_match_jax_in_one_generated_kernel() -> None:
     assert r.kernels and all("runs on the reference interpreter" not in k.source
                              for k in r.kernels)
     np.testing.assert_allclose(r.value, jax.jit(dropout)(key, x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["reduce_window_sum", "reduce_window_max", "reduce_window_min"])
+def test_pooling_runs_as_one_numba_loop_with_the_rows_semantics(name: str) -> None:
+    """Rank-4 pooling (backends/cpu/window.py) agrees with the op row's reference: padding
+    (the identity fills it), strides, window dilation and NaN; base dilation keeps the
+    reference."""
+    from explorer.backends.cpu import window
+
+    x = rng.standard_normal((2, 9, 8, 3)).astype(np.float32)
+    x[1, 4, 4, 1] = np.nan
+    cases = [dict(window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
+                  padding=((0, 0),) * 4),
+             dict(window_dimensions=(1, 3, 2, 1), window_strides=(1, 2, 1, 1),
+                  padding=((0, 0), (1, 1), (0, 1), (0, 0)), window_dilation=(1, 2, 1, 1)),
+             dict(window_dimensions=(2, 3, 3, 2), window_strides=(1, 1, 1, 1),
+                  padding=((1, 0), (1, 1), (1, 1), (0, 1)))]
+    for attrs in cases:
+        want = OPS[name].ref(x, **attrs)
+        got = window.REFERENCES[name](x, **attrs)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+    dilated = dict(cases[0], base_dilation=(1, 2, 1, 1))
+    np.testing.assert_array_equal(window.REFERENCES[name](x, **dilated),
+                                  OPS[name].ref(x, **dilated))

@@ -204,7 +204,8 @@ class CompiledKernel:
         291 us)."""
         if k not in self._over:
             assert self.code is not None
-            source = re.sub(r"\bout\b", f"in{k}", self.code.source.replace(", out,", ",", 1))
+            signature_out = re.compile(r", out(?=[,)])")  # the parameter, wherever it stands
+            source = re.sub(r"\bout\b", f"in{k}", signature_out.sub("", self.code.source, 1))
             self._over[k] = load(dataclasses.replace(self.code, source=source))
         return self._over[k]
 

@@ -1,0 +1,92 @@
+"""Pooling (reduce_window_sum/max/min) of rank-4 arrays as one numba loop: for each window
+offset, a pass over every output position folding in that offset's element, parallel over
+the first dimension, the last dimension innermost (contiguous in the input and the result,
+so the fold vectorizes). The op rows' NumPy reference folds one dimension at a time with a
+copy of a strided view per step; a CNN's 2x2 max pool of 64x32x32x16 took 0.7 ms that way.
+Other ranks, base dilation and empty results keep the reference.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ...ir import dtypes
+from ...ir.ops import OPS
+from ...ir.ops_window import window_out_shape
+from ...ir.traits import MONOIDS
+
+_OPS = {"reduce_window_sum": "add", "reduce_window_max": "max", "reduce_window_min": "min"}
+
+
+@functools.cache
+def _loops() -> dict[str, Any]:
+    from numba import njit, prange
+
+    from .kernel_codegen import _max, _min
+
+    def make(combine):  # noqa: ANN001, ANN202
+        @njit(parallel=True, cache=True, error_model="numpy")
+        def fold(x, out, window, strides, low, dilation, identity):  # noqa: ANN001, ANN202
+            n0, n1, n2, n3 = out.shape
+            for a in prange(n0):
+                for b in range(n1):
+                    for c in range(n2):
+                        for e in range(n3):
+                            out[a, b, c, e] = identity
+                for i in range(window[0]):
+                    xa = a * strides[0] - low[0] + i * dilation[0]
+                    if xa < 0 or xa >= x.shape[0]:
+                        continue
+                    for j in range(window[1]):
+                        for b in range(n1):
+                            xb = b * strides[1] - low[1] + j * dilation[1]
+                            if xb < 0 or xb >= x.shape[1]:
+                                continue
+                            for k in range(window[2]):
+                                for c in range(n2):
+                                    xc = c * strides[2] - low[2] + k * dilation[2]
+                                    if xc < 0 or xc >= x.shape[2]:
+                                        continue
+                                    for m in range(window[3]):
+                                        for e in range(n3):
+                                            xe = e * strides[3] - low[3] + m * dilation[3]
+                                            if 0 <= xe < x.shape[3]:
+                                                out[a, b, c, e] = combine(out[a, b, c, e],
+                                                                          x[xa, xb, xc, xe])
+        return fold
+
+    @njit(inline="always")
+    def _add(p, q):  # noqa: ANN001, ANN202
+        return p + q
+
+    return {"add": make(_add), "max": make(_max), "min": make(_min)}
+
+
+def _pool(name: str) -> Any:
+    monoid = _OPS[name]
+    reference = OPS[name].ref
+
+    def pool(x, window_dimensions, window_strides, padding, base_dilation=None,  # noqa: ANN001, ANN202
+             window_dilation=None):
+        x = np.asarray(x)
+        positions = window_out_shape(name, x.shape, window_dimensions, window_strides, padding,
+                                     base_dilation, window_dilation)
+        if (x.ndim != 4 or any(b != 1 for b in base_dilation or ()) or min(positions) == 0
+                or x.dtype.kind not in "fiu"):
+            return reference(x, window_dimensions, window_strides, padding, base_dilation,
+                             window_dilation)
+        out = np.empty(positions, x.dtype)
+        identity = x.dtype.type(MONOIDS[monoid].identity_value(dtypes.from_numpy(x.dtype)))
+        ints = [np.asarray(v, np.int64) for v in (
+            window_dimensions, window_strides, [lo for lo, _ in padding],
+            window_dilation or (1,) * 4)]
+        _loops()[monoid](np.ascontiguousarray(x), out, *ints, identity)
+        return out
+
+    return pool
+
+
+REFERENCES = {name: _pool(name) for name in _OPS}
