@@ -367,6 +367,10 @@ def test_pooling_runs_as_one_numba_loop_with_the_rows_semantics(name: str) -> No
         assert got.dtype == want.dtype
         # (a sum folds in another order: float32 rounding, within 1e-5)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    big = rng.standard_normal((4, 64, 64, 32)).astype(np.float32)  # runs on every core
+    assert 4 * 32 * 32 * 32 * 4 >= window.PARALLEL_MIN  # (out size x window size)
+    np.testing.assert_allclose(window.REFERENCES[name](big, **cases[0]),
+                               OPS[name].ref(big, **cases[0]), rtol=1e-5, atol=1e-5)
     dilated = dict(cases[0], base_dilation=(1, 2, 1, 1))
     np.testing.assert_array_equal(window.REFERENCES[name](x, **dilated),
                                   OPS[name].ref(x, **dilated))
