@@ -374,3 +374,28 @@ def test_pooling_runs_as_one_numba_loop_with_the_rows_semantics(name: str) -> No
     dilated = dict(cases[0], base_dilation=(1, 2, 1, 1))
     np.testing.assert_array_equal(window.REFERENCES[name](x, **dilated),
                                   OPS[name].ref(x, **dilated))
+
+
+def test_the_max_pool_gradient_runs_as_one_numba_loop_with_the_rows_semantics() -> None:
+    """select_and_scatter_add (backends/cpu/window.py) picks what the op row picks: the first
+    maximum ("ge") or minimum ("le") in window order, a NaN over a number, padding never
+    better than a real element; overlapping windows add up."""
+    from explorer.backends.cpu import window
+
+    name = "select_and_scatter_add"
+    for seed in range(16):
+        (src, x), attrs = OPS[name].sample(np.random.default_rng(seed))
+        if seed % 4 == 0:
+            x = x.copy()
+            x.flat[seed % x.size] = np.nan
+        if seed % 4 == 1:
+            x = np.round(x, 1)  # ties: the first one wins
+        want = OPS[name].ref(src, x, **attrs)
+        got = window.REFERENCES[name](src, x, **attrs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    x, src = _f32(4, 64, 64, 32), _f32(4, 32, 32, 32)  # large: rows of the batch in parallel
+    attrs = dict(select_prim="ge", window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
+                 padding=((0, 0),) * 4)
+    np.testing.assert_allclose(window.REFERENCES[name](src, x, **attrs),
+                               OPS[name].ref(src, x, **attrs), rtol=1e-6)

@@ -1,4 +1,5 @@
-"""Pooling (reduce_window_sum/max/min) of rank-4 arrays as one numba loop: for each window
+"""Pooling (reduce_window_sum/max/min) and the max-pool gradient (select_and_scatter_add) of
+rank-4 arrays as numba loops. Pooling: for each window
 offset, a pass over every output position folding in that offset's element, parallel over
 the first dimension, the last dimension innermost (contiguous in the input and the result,
 so the fold vectorizes). The op rows' NumPy reference folds one dimension at a time with a
@@ -70,6 +71,69 @@ def _loops() -> dict[str, Any]:
             (("add", _add), ("max", _max), ("min", _min)) for parallel in (False, True)}
 
 
+@functools.cache
+def _select_and_scatter(parallel: bool) -> Any:
+    from numba import njit, prange
+
+    @njit(parallel=parallel, cache=True, error_model="numpy")
+    def scatter(source, x, acc, window, strides, low, ge, fill):  # noqa: ANN001, ANN202
+        # per window: its selected element (the first maximum for ge, minimum for le, a NaN
+        # over a number; padding reads as `fill`), then the source value added there
+        n0, n1, n2, n3 = source.shape
+        for a in prange(n0):
+            for b in range(n1):
+                for c in range(n2):
+                    for e in range(n3):
+                        best = fill
+                        at0, at1, at2, at3 = a * strides[0], b * strides[1], c * strides[2], \
+                            e * strides[3]
+                        first = True
+                        for i in range(window[0]):
+                            p0 = a * strides[0] + i
+                            for j in range(window[1]):
+                                p1 = b * strides[1] + j
+                                for k in range(window[2]):
+                                    p2 = c * strides[2] + k
+                                    for m in range(window[3]):
+                                        p3 = e * strides[3] + m
+                                        q0, q1, q2, q3 = p0 - low[0], p1 - low[1], p2 - low[2], \
+                                            p3 - low[3]
+                                        v = fill
+                                        if 0 <= q0 < x.shape[0] and 0 <= q1 < x.shape[1] and \
+                                                0 <= q2 < x.shape[2] and 0 <= q3 < x.shape[3]:
+                                            v = x[q0, q1, q2, q3]
+                                        if first or (v > best if ge else v < best) or \
+                                                (v != v and best == best):
+                                            best = v
+                                            at0, at1, at2, at3 = p0, p1, p2, p3
+                                            first = False
+                        acc[at0, at1, at2, at3] += source[a, b, c, e]
+
+    return scatter
+
+
+def select_and_scatter_add(source, operand, select_prim, window_dimensions,  # noqa: ANN001, ANN201
+                           window_strides, padding):
+    """The max-pool gradient as one numba loop (rank 4, `ge`/`le`); else the reference."""
+    source, operand = np.asarray(source), np.asarray(operand)
+    if operand.ndim != 4 or select_prim not in ("ge", "le") or operand.dtype.kind != "f" \
+            or source.size == 0:
+        return OPS["select_and_scatter_add"].ref(source, operand, select_prim, window_dimensions,
+                                                 window_strides, padding)
+    shape = tuple(d + lo + hi for d, (lo, hi) in zip(operand.shape, padding))
+    acc = np.zeros(shape, source.dtype)
+    ge = select_prim == "ge"
+    fill = operand.dtype.type(-np.inf if ge else np.inf)
+    # rows of the first dimension are written by their own windows only when its window is 1
+    parallel = window_dimensions[0] == 1 and source.size * math.prod(window_dimensions) \
+        >= PARALLEL_MIN
+    ints = [np.asarray(v, np.int64) for v in (window_dimensions, window_strides,
+                                               [lo for lo, _ in padding])]
+    _select_and_scatter(parallel)(np.ascontiguousarray(source), np.ascontiguousarray(operand),
+                                  acc, *ints, ge, fill)
+    return acc[tuple(slice(lo, n - hi) for n, (lo, hi) in zip(shape, padding))].copy()
+
+
 def _pool(name: str) -> Any:
     monoid = _OPS[name]
     reference = OPS[name].ref
@@ -95,4 +159,5 @@ def _pool(name: str) -> Any:
     return pool
 
 
-REFERENCES = {name: _pool(name) for name in _OPS}
+REFERENCES = {**{name: _pool(name) for name in _OPS},
+              "select_and_scatter_add": select_and_scatter_add}
