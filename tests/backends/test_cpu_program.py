@@ -399,3 +399,29 @@ def test_the_max_pool_gradient_runs_as_one_numba_loop_with_the_rows_semantics() 
                  padding=((0, 0),) * 4)
     np.testing.assert_allclose(window.REFERENCES[name](src, x, **attrs),
                                OPS[name].ref(src, x, **attrs), rtol=1e-6)
+
+
+def test_small_convolutions_gather_their_windows_with_a_numba_loop() -> None:
+    """Small ungrouped 2-D convolutions (backends/cpu/conv.py) agree with the op row on every
+    layout, stride, padding and kernel dilation; base-dilated (transposed) ones and large
+    ones keep the reference."""
+    from explorer.backends.cpu import conv
+
+    name = "conv_general_dilated"
+    for seed in range(24):
+        ins, attrs = OPS[name].sample(np.random.default_rng(seed))
+        want = OPS[name].ref(*ins, **attrs)
+        got = conv.REFERENCES[name](*ins, **attrs)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    nhwc = ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    nchw = ((0, 1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3))
+    for dn, x, w in ((nhwc, _f32(2, 9, 8, 3), _f32(3, 3, 3, 5)),
+                     (nchw, _f32(2, 3, 9, 8), _f32(5, 3, 3, 3))):
+        for strides, padding, dilation in (((1, 1), ((1, 1), (1, 1)), (1, 1)),
+                                           ((2, 2), ((1, 1), (0, 1)), (1, 1)),
+                                           ((1, 2), ((2, 2), (1, 1)), (2, 1))):
+            a = dict(window_strides=strides, padding=padding, dimension_numbers=dn,
+                     rhs_dilation=dilation)
+            np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a),
+                                       OPS[name].ref(x, w, **a), rtol=1e-5, atol=1e-5)

@@ -34,13 +34,13 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
-from . import indexing, random, runtime, window
+from . import conv, indexing, random, runtime, window
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
 ENTRY, MEASURED = "program", "program_measured"
 # ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
-LOOPS = {**indexing.REFERENCES, **random.REFERENCES, **window.REFERENCES}
+LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **window.REFERENCES}
 
 
 class ProgramError(Exception):
@@ -112,7 +112,7 @@ class _Writer:
     def op(self, name: str) -> str:
         ops = self.ns["ops"]
         attr = _ident(name)
-        if not hasattr(ops, attr):  # (gather, scatters, threefry, pooling: numba loops)
+        if not hasattr(ops, attr):  # (small convs, gather, scatters, threefry, pooling)
             setattr(ops, attr, LOOPS.get(name, OPS[name].ref))
         return f"ops.{attr}"
 
