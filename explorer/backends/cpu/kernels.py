@@ -209,31 +209,44 @@ class CompiledKernel:
             self._over[k] = load(dataclasses.replace(self.code, source=source))
         return self._over[k]
 
-    def _launch(self, vals: Sequence[np.ndarray]) -> np.ndarray:
+    @functools.cached_property
+    def _layout(self) -> tuple[tuple[int, ...], np.dtype, tuple[Any, ...],
+                               tuple[np.dtype, Any] | None]:
+        """What every launch needs, worked out once: the result's shape and dtype, the
+        scalar arguments, and (for a reduction) the accumulator's dtype and identity."""
         plan, code = self.plan, self.code
-        assert plan is not None and code is not None and self.fn is not None
-        out = self._donor(vals) if self.in_place else None
-        ins = [np.reshape(v, (1,)) if v.ndim == 0 else _dense(v) for v in vals]
-        if out is None:
-            out = np.empty(plan.out_shape, dtypes.to_numpy(plan.output.dtype))
-        flat_out = out.reshape(1) if out.ndim == 0 else out
-        extra = []
+        assert plan is not None and code is not None
+        fold = None
         if code.red is not None:
             assert isinstance(plan, KernelPlan) and plan.reduce is not None
             _, acc, identity = accumulator(plan.reduce)
-            shape = plan.out_shape or (1,)
+            fold = (dtypes.to_numpy(acc), identity)
+        return (plan.out_shape, dtypes.to_numpy(plan.output.dtype),
+                tuple(v for _, v in code.scalars), fold)
+
+    def _launch(self, vals: Sequence[np.ndarray]) -> np.ndarray:
+        code = self.code
+        assert code is not None and self.fn is not None
+        shape, dtype, scalars, fold = self._layout
+        donor = self._donor(vals) if self.in_place else None
+        ins = [np.reshape(v, (1,)) if v.ndim == 0 else _dense(v) for v in vals]
+        out = np.empty(shape, dtype) if donor is None else donor
+        flat_out = out.reshape(1) if out.ndim == 0 else out
+        extra = []
+        if fold is not None:
+            acc, identity = fold
             if code.red == "out":
                 flat_out.fill(identity)
             else:
-                extra.append(np.full(shape, identity, dtypes.to_numpy(acc)))
+                extra.append(np.full(shape or (1,), identity, acc))
             if code.chunks:
-                extra.append(np.full((code.chunks, *shape), identity, dtypes.to_numpy(acc)))
+                extra.append(np.full((code.chunks, *(shape or (1,))), identity, acc))
         try:
-            over = next((k for k in self.in_place if vals[k] is out), None)
-            if over is not None:
-                self._writing_over(over)(*ins, *(v for _, v in code.scalars))
+            if donor is not None:
+                over = next(k for k in self.in_place if vals[k] is donor)
+                self._writing_over(over)(*ins, *scalars)
             else:
-                self.fn(*ins, *extra, flat_out, *(v for _, v in code.scalars))
+                self.fn(*ins, *extra, flat_out, *scalars)
         except Exception as e:  # numba could not type it: fall back, once, and say why
             if type(e).__module__.startswith("numba"):
                 lines = [x for x in str(e).splitlines() if x.strip()]
