@@ -145,6 +145,7 @@ def connect(client: Any = None, progress: bool | None = None) -> Session:
         try:
             c = distributed.Client(client, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as e:
+            _stop_failed_client(e)
             raise DaskError(f"cannot connect to the Dask scheduler at {client!r} within "
                             f"{CONNECT_TIMEOUT_S} s: {type(e).__name__}: {e}") from None
         return Session(c, [c], progress)
@@ -155,6 +156,22 @@ def connect(client: Any = None, progress: bool | None = None) -> Session:
         return Session(distributed.get_client(), progress=progress)
     except ValueError:  # no active client: a LocalCluster, started when first needed
         return Session(None, progress=progress)
+
+
+def _stop_failed_client(e: BaseException) -> None:
+    """A distributed.Client whose connection timed out leaves its event-loop thread ("IO
+    loop") running (distributed 2026.8: Client.__init__ raises from `sync` after starting
+    it, and nothing stops it): find that client in the traceback and stop its loop."""
+    import distributed
+
+    tb = e.__traceback__
+    while tb is not None:
+        c = tb.tb_frame.f_locals.get("self")
+        runner = getattr(c, "_loop_runner", None) if isinstance(c, distributed.Client) else None
+        if runner is not None:
+            runner.stop()
+            return
+        tb = tb.tb_next
 
 
 @contextlib.contextmanager
