@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.graph import Graph, Node
+from ...ir.ops import OPS
 from ...options import CompileOptions
 from ..reference import NumpyInterpreter, check_args, measured
 from ..registry import Backend, Run, register
@@ -25,12 +26,13 @@ from .kernels import CompiledKernel, compile_kernel, cpu_workspace, runs_body
 from .mapreduce import body_peak as mapreduce_body_peak
 from .mapreduce import compile_body
 from .pools import calls_lapack, lapack_on_one_thread
-from .program import Program, ProgramError, generate
+from .program import LOOPS, Program, ProgramError, generate
 
 
 class CpuInterpreter(NumpyInterpreter):
-    """The reference interpreter with fused kernels compiled to numba loop nests; dots run
-    through NumPy's matmul (BLAS), as the reference does."""
+    """The reference interpreter with fused kernels compiled to numba loop nests, the ops the
+    generated program runs as numba loops run so here too, and dots through NumPy's matmul
+    (BLAS), as the reference does."""
 
     def __init__(self, graph: Graph, prefix: str = "") -> None:
         super().__init__(graph, prefix)
@@ -39,6 +41,11 @@ class CpuInterpreter(NumpyInterpreter):
 
     def compile_kernel(self, n: Node, name: str) -> CompiledKernel:
         return compile_kernel(n, name)
+
+    def run_op(self, n: Node, vals: Sequence[Any]) -> Any:
+        """The op as the generated program runs it: numba loops where program.LOOPS has one
+        (small convolutions, gather and scatters, threefry, pooling), else its reference."""
+        return LOOPS.get(n.op, OPS[n.op].ref)(*vals, **n.attrs)
 
     def make_child(self, body: Graph, prefix: str) -> Any:
         """A split body of the map-reduce form runs as one generated kernel

@@ -121,11 +121,11 @@ class _Body:
                 w(f"{target} = np.ascontiguousarray({expr})")
         elif n.op in ("reshape", "transpose"):
             w(f"{target} = {row.program(ins, [self.g[i].type for i in n.inputs], t, n.attrs)}")
-        elif n.op in REDUCE and _code_of(_alone(n, self.g).attrs["body"]) is not None:
+        elif n.op in REDUCE and _code_of((alone := _alone(n, self.g)).attrs["body"]) is not None:
             # as the kernel generator writes a reduction (vectorized, a wide accumulator):
             # a plain fold into the result ran one dependent add at a time (an RNN's row
             # sums took 40% of its scan)
-            self.kernel(_alone(n, self.g), target, ins)
+            self.kernel(alone, target, ins)
         elif n.op in REDUCE:  # a loop over the input (numba's np.sum(axis=) is 5x slower)
             src = self.g[n.inputs[0]].type
             axes = set(n.attrs["axes"])

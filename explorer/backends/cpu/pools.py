@@ -18,21 +18,15 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import Any
 
+from ...ir.control_ops import bodies
 from ...ir.graph import Graph
 from ...ir.ops_linalg import SCIPY_LAPACK
 
 
 def calls_lapack(g: Graph) -> bool:
     """Whether `g` (or a body inside it) runs an op through SciPy's LAPACK."""
-    for n in g.nodes:
-        if n.op in SCIPY_LAPACK:
-            return True
-        if any(calls_lapack(v) for v in n.attrs.values() if isinstance(v, Graph)):
-            return True
-        if any(calls_lapack(b) for v in n.attrs.values() if isinstance(v, tuple)
-               for b in v if isinstance(b, Graph)):
-            return True
-    return False
+    return any(n.op in SCIPY_LAPACK or any(calls_lapack(b) for _, b in bodies(n))
+               for n in g.nodes)
 
 
 @functools.cache
