@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -61,6 +62,10 @@ def test_never_fuses_across_dot_general() -> None:
     (lambda x: (jnp.exp(x) * 2.0, jnp.exp(x).sum()), [(4, 4)], 2),  # exp traced twice
     (lambda x: (lambda t: (t * 2.0, t.sum()))(jnp.exp(x)), [(4, 4)], 0),  # shared: not duplicated
     (lambda x: jnp.abs(x), [(4, 4)], 0),  # a single op is left alone
+    (lambda x: jax.nn.softmax(x, -1), [(6, 5)], 1),  # row kernels: two reductions a row
+    (lambda x: jax.nn.log_softmax(x, -1), [(2, 3, 7)], 1),
+    (lambda x, g: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5) * g,
+     [(6, 5), (5,)], 1),
 ])
 def test_semantics_and_kernel_count(fn: Callable[..., Any], shapes: list, kernels: int) -> None:
     after, report = check_semantics(Fuse(), _graph(fn, *shapes))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -71,3 +72,16 @@ def test_fold_limit_is_an_option() -> None:
     folded, report = Simplify(fold_limit=8)(g)
     assert [r.rule for r in report.rewrites] == ["fold-constant"]
     assert folded[folded.outputs[0]].op == "constant"
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (lambda a, b: (a @ b).T, [(4, 3), (3, 5)]),
+    (lambda a, b: jnp.swapaxes(a @ b, 1, 2), [(2, 4, 3), (2, 3, 5)]),  # batched
+    (lambda a, b: jnp.transpose(jnp.tensordot(a, b, 1), (1, 2, 0)), [(4, 3), (3, 2, 5)]),
+])
+def test_transpose_of_dot_keeps_the_values(fn, shapes) -> None:  # noqa: ANN001
+    """transpose-of-dot fires and the reference gives the same values before and after."""
+    g = trace(fn, *(np.zeros(s, np.float32) for s in shapes)).graph
+    after, report = check_semantics(Simplify(), g)
+    assert "transpose-of-dot" in {r.rule for r in report.rewrites}
+    assert "transpose" not in after.ops()
