@@ -394,6 +394,21 @@ def test_the_max_pool_gradient_runs_as_one_numba_loop_with_the_rows_semantics() 
         got = window.REFERENCES[name](src, x, **attrs)
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    # NHWC pools (first and last dimensions unwindowed) select a whole row at once
+    rng = np.random.default_rng(3)
+    x = np.round(rng.standard_normal((3, 9, 8, 5)), 1).astype(np.float32)  # ties
+    x[0, 1, 1, 2] = x[2, 4, 3, 0] = np.nan
+    for select, window_dims, strides, padding in (
+            ("ge", (1, 2, 2, 1), (1, 2, 2, 1), ((0, 0), (0, 1), (0, 0), (0, 0))),
+            ("le", (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (1, 1), (1, 1), (0, 0))),  # overlapping
+            ("ge", (1, 3, 2, 1), (1, 1, 3, 1), ((0, 0), (2, 0), (0, 2), (0, 0)))):
+        attrs = dict(select_prim=select, window_dimensions=window_dims, window_strides=strides,
+                     padding=padding)
+        out = [(n + lo + hi - w) // s + 1 for n, w, s, (lo, hi)
+               in zip(x.shape, window_dims, strides, padding)]
+        src = rng.standard_normal(out).astype(np.float32)
+        np.testing.assert_allclose(window.REFERENCES[name](src, x, **attrs),
+                                   OPS[name].ref(src, x, **attrs), rtol=1e-6, atol=1e-6)
     x, src = _f32(4, 64, 64, 32), _f32(4, 32, 32, 32)  # large: rows of the batch in parallel
     attrs = dict(select_prim="ge", window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
                  padding=((0, 0),) * 4)
@@ -401,10 +416,10 @@ def test_the_max_pool_gradient_runs_as_one_numba_loop_with_the_rows_semantics() 
                                OPS[name].ref(src, x, **attrs), rtol=1e-6)
 
 
-def test_small_convolutions_gather_their_windows_with_a_numba_loop() -> None:
-    """Small ungrouped 2-D convolutions (backends/cpu/conv.py) agree with the op row on every
-    layout, stride, padding and kernel dilation; base-dilated (transposed) ones and large
-    ones keep the reference."""
+def test_convolutions_gather_their_windows_with_a_numba_loop() -> None:
+    """Ungrouped 2-D convolutions (backends/cpu/conv.py) agree with the op row on every
+    layout, stride, padding (negative too), kernel dilation and input dilation (a transposed
+    convolution), small and large (windows gathered on every core)."""
     from explorer.backends.cpu import conv
 
     name = "conv_general_dilated"
@@ -418,10 +433,17 @@ def test_small_convolutions_gather_their_windows_with_a_numba_loop() -> None:
     nchw = ((0, 1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3))
     for dn, x, w in ((nhwc, _f32(2, 9, 8, 3), _f32(3, 3, 3, 5)),
                      (nchw, _f32(2, 3, 9, 8), _f32(5, 3, 3, 3))):
-        for strides, padding, dilation in (((1, 1), ((1, 1), (1, 1)), (1, 1)),
-                                           ((2, 2), ((1, 1), (0, 1)), (1, 1)),
-                                           ((1, 2), ((2, 2), (1, 1)), (2, 1))):
+        for strides, padding, dilation, base in (((1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1)),
+                                                 ((2, 2), ((1, 1), (0, 1)), (1, 1), (1, 1)),
+                                                 ((1, 2), ((2, 2), (1, 1)), (2, 1), (1, 1)),
+                                                 ((1, 1), ((2, 2), (2, 1)), (1, 1), (2, 2)),
+                                                 ((1, 1), ((-1, 2), (0, -1)), (1, 1), (3, 1))):
             a = dict(window_strides=strides, padding=padding, dimension_numbers=dn,
-                     rhs_dilation=dilation)
+                     rhs_dilation=dilation, lhs_dilation=base)
             np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a),
                                        OPS[name].ref(x, w, **a), rtol=1e-5, atol=1e-5)
+    x, w = _f32(8, 32, 32, 3), _f32(3, 3, 3, 16)  # on every core
+    a = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), dimension_numbers=nhwc)
+    assert 8 * 32 * 32 * 27 >= conv.PARALLEL_MIN
+    np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a), OPS[name].ref(x, w, **a),
+                               rtol=1e-5, atol=1e-5)

@@ -1,8 +1,10 @@
-"""Small 2-D convolutions with a numba im2col: the windows gathered by one compiled loop
-instead of the op row's NumPy views (pad, sliding window view, moveaxis, copy: about 45 us of
-Python for a 2x8x8x4 batch), then the same single BLAS product. Large ones keep NumPy's copy,
-which was faster there (a 64x32x32x3 batch's windows: 0.98 ms against 1.5 ms in numba).
-Grouped, base-dilated (transposed) and non-2-D convolutions keep the reference.
+"""2-D convolutions as im2col + one matrix product: the windows gathered by one compiled
+loop (parallel over output rows; a window row that lies inside the image is one contiguous
+run of the input, copied as such), then one BLAS product. The op
+row's NumPy reference builds the same windows from views (pad, sliding window view, moveaxis,
+copy: about 45 us of Python for a 2x8x8x4 batch, and one thread for a 64x32x32x3 one).
+Which shapes gather (forward convolutions) and which keep the reference: `_gathers`. Grouped,
+base-dilated (transposed) and non-2-D convolutions keep the reference too.
 """
 
 from __future__ import annotations
@@ -14,32 +16,51 @@ import numpy as np
 
 from ...ir.ops import OPS
 
-NUMBA_MAX = 1 << 18  # window elements gathered by the loop at most; NumPy's copy above
+PARALLEL_MIN = 1 << 16  # window elements gathered at least before every core joins in
 
 
 @functools.cache
-def _im2col() -> Any:
-    from numba import njit
+def _im2col(parallel: bool) -> Any:
+    from numba import njit, prange
 
-    @njit(cache=True, error_model="numpy")
+    @njit(parallel=parallel, cache=True, error_model="numpy")
     def windows(x, cols, out_h, out_w, kh, kw, sh, sw, dh, dw, ph, pw):  # noqa: ANN001, ANN202
         n, h, w, c = x.shape
-        r = 0
-        for b in range(n):
-            for i in range(out_h):
-                for j in range(out_w):
-                    k = 0
-                    for p in range(kh):
-                        y = i * sh - ph + p * dh
+        flat = x.reshape(n, h, w * c)
+        span = kw * c
+        for t in prange(n * out_h):
+            b, i = t // out_h, t % out_h
+            for j in range(out_w):
+                r = t * out_w + j
+                z0 = j * sw - pw
+                inside = dw == 1 and z0 >= 0 and z0 + kw <= w
+                for p in range(kh):
+                    y = i * sh - ph + p * dh
+                    at = p * span
+                    if y < 0 or y >= h:
+                        for u in range(span):
+                            cols[r, at + u] = 0
+                    elif inside:  # the window's row: one contiguous run of the input
+                        for u in range(span):
+                            cols[r, at + u] = flat[b, y, z0 * c + u]
+                    else:
                         for q in range(kw):
-                            z = j * sw - pw + q * dw
-                            inside = 0 <= y < h and 0 <= z < w
+                            z = z0 + q * dw
                             for e in range(c):
-                                cols[r, k] = x[b, y, z, e] if inside else 0
-                                k += 1
-                    r += 1
+                                cols[r, at + q * c + e] = x[b, y, z, e] if 0 <= z < w else 0
 
     return windows
+
+
+def _gathers(window: int, positions: int) -> bool:
+    """Whether im2col is the method for this shape: a forward convolution (at least as many
+    output positions as window elements). A weight gradient (a window as large as the image,
+    over a few positions) gathers nearly the whole input per position, and a transposed
+    convolution's windows (base-dilated: the reference's) are mostly the zeros between its
+    elements: both ran 3x slower through im2col than through the reference's einsum over
+    window views (a CNN's gradient, 64x32x32 images: 7.3 against 2.3 ms, and 9.2 against
+    3.5 ms)."""
+    return positions >= window
 
 
 def conv_general_dilated(lhs, rhs, *, window_strides, padding, dimension_numbers,  # noqa: ANN001, ANN201
@@ -64,10 +85,10 @@ def conv_general_dilated(lhs, rhs, *, window_strides, padding, dimension_numbers
     out_h = (x.shape[1] + ph + qh - (kh - 1) * dh - 1) // sh + 1
     out_w = (x.shape[2] + pw + qw - (kw - 1) * dw - 1) // sw + 1
     rows, width = x.shape[0] * out_h * out_w, kh * kw * c
-    if out_h <= 0 or out_w <= 0 or rows * width > NUMBA_MAX or rows * width == 0:
+    if out_h <= 0 or out_w <= 0 or rows * width == 0 or not _gathers(kh * kw, out_h * out_w):
         return OPS["conv_general_dilated"].ref(lhs, rhs, **attrs)
     cols = np.empty((rows, width), x.dtype)
-    _im2col()(x, cols, out_h, out_w, kh, kw, sh, sw, dh, dw, ph, pw)
+    _im2col(rows * width >= PARALLEL_MIN)(x, cols, out_h, out_w, kh, kw, sh, sw, dh, dw, ph, pw)
     out = np.matmul(cols, w.reshape(width, o)).reshape(x.shape[0], out_h, out_w, o)
     return np.transpose(np.moveaxis(out, -1, 1), np.argsort(os_))  # (N, O, H, W) -> os_
 
