@@ -78,7 +78,8 @@ class OpDef:
     fuse: Fuse = Fuse.NONE  # what the fuse pass may do with it
     emit: Emit = Emit.CALL  # how the CPU program generator writes it
     # Its NumPy form as program text, where it beats calling `ref` (shapes are known when the
-    # program is written, so a dot becomes the one np.matmul its ref would reach):
+    # program is written, so a dot becomes the one matmul its ref would reach; `matmul` is
+    # np.matmul, or a backend's function of the same semantics bound under that name):
     # (operand expressions, input types, result type, attrs) -> expression. None: call `ref`.
     program: Callable[[list[str], Sequence[Type], Type, Attrs], str] | None = None
     # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
@@ -971,8 +972,9 @@ def _dot_ref(lhs, rhs, dimension_numbers, preferred_element_type=None):
 
 
 def _dot_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str:
-    """The np.matmul `_dot_ref` reaches, written for these shapes: operands as (*batch, m, k)
-    and (*batch, k, n), transposed and reshaped only where they are not already."""
+    """The np.matmul `_dot_ref` reaches, written for these shapes (as `matmul`: see
+    OpDef.program): operands as (*batch, m, k) and (*batch, k, n), transposed and reshaped
+    only where they are not already."""
     (lc, rc), (lb, rb) = a["dimension_numbers"]
     lhs, rhs = ts
     pet = a.get("preferred_element_type")
@@ -993,7 +995,7 @@ def _dot_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str:
     lf = [i for i in range(lhs.rank) if i not in (*lc, *lb)]  # type: ignore[union-attr]
     rf = [i for i in range(rhs.rank) if i not in (*rc, *rb)]  # type: ignore[union-attr]
     vl, vr = not lb and not lf, not rb and not rf
-    expr = (f"np.matmul({operand(x[0], lhs, lb, lf, lc, vl)}, "
+    expr = (f"matmul({operand(x[0], lhs, lb, lf, lc, vl)}, "
             f"{operand(x[1], rhs, rb, rc, rf, vr)})")
     made = (*(lhs.shape[i] for i in lb),  # type: ignore[union-attr]
             *(() if vl else (math.prod(lhs.shape[i] for i in lf),)),  # type: ignore[union-attr]

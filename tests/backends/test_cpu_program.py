@@ -36,7 +36,7 @@ def test_the_program_is_straight_line_code_in_schedule_order() -> None:
     assigned = [int(x[1:x.index(" ")]) for x in lines if x.startswith("v") and " = " in x]
     assert assigned == order
     assert "del b, v" in lines and lines[-1] == f"return [v{t.final.graph.outputs[0]}]"
-    assert "np.matmul(b, v)" in p.source and not p.notes
+    assert "matmul(b, v)" in p.source and not p.notes
     want = np.tanh((a @ b) @ v) + 1
     np.testing.assert_allclose(p.fn(a, b, v)[0], want, rtol=1e-4, atol=1e-6)
 
@@ -263,30 +263,38 @@ def test_a_kernel_reads_a_transposed_input_through_a_contiguous_copy_the_plan_co
     assert t.final.memory.peak_bytes >= x.nbytes  # the copy is planned
 
 
-def test_programs_that_call_lapack_hold_scipys_blas_pool_at_one_thread() -> None:
-    """SciPy's OpenBLAS and NumPy's are two pools; a program with a cholesky holds SciPy's at
-    one thread while it runs (backends/cpu/pools.py), and gives the width back after."""
+def test_programs_that_call_lapack_run_their_dots_on_scipys_blas() -> None:
+    """SciPy's OpenBLAS and NumPy's are two pools; a program with a cholesky runs its dots on
+    SciPy's BLAS too (backends/cpu/pools.py), so one pool serves the whole program; other
+    programs keep np.matmul. scipy_matmul is np.matmul on every layout and vector case."""
     from explorer.backends.cpu import pools
 
     a = _f32(16, 16)
     spd = a @ a.T + 16 * np.eye(16, dtype=np.float32)
-    chol = gx.explore(lambda m, b: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(m), True), b),
-                      spd, _f32(16, 3))
+    chol = gx.explore(lambda m, b: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(m), True), b)
+                      @ b.T, spd, _f32(16, 3))
     plain = gx.explore(lambda m: m @ m, spd)
     assert pools.calls_lapack(chol.final.graph) and not pools.calls_lapack(plain.final.graph)
-    exe = CpuProgram(chol.final.graph)
-    assert exe.pools is pools.lapack_on_one_thread
-    assert CpuProgram(plain.final.graph).pools is not pools.lapack_on_one_thread
-    pool = pools._scipy_pool()
-    if pool is None:
+    exe, other = CpuProgram(chol.final.graph), CpuProgram(plain.final.graph)
+    assert other.program is not None and "`matmul` is np.matmul," in other.program.source
+    b = _f32(16, 3)
+    got = exe.call(exe.prepare([spd, b]))[0]
+    np.testing.assert_allclose(got, np.linalg.solve(spd, b) @ b.T, rtol=1e-3, atol=1e-4)
+    if pools._scipy_pool() is None:
         pytest.skip("SciPy and NumPy share one BLAS here: there is one pool")
-    width = pool.get_num_threads()
-    with pools.lapack_on_one_thread():
-        assert pool.get_num_threads() == 1
-    assert pool.get_num_threads() == width
-    got = exe.call(exe.prepare([spd, np.ones((16, 3), np.float32)]))[0]
-    np.testing.assert_allclose(spd @ got, np.ones((16, 3)), rtol=1e-3, atol=1e-3)
-    assert pool.get_num_threads() == width
+    assert exe.program is not None and "np.matmul on SciPy's BLAS" in exe.program.source
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        x, y = rng.standard_normal((7, 5)).astype(dtype), rng.standard_normal((5, 4)).astype(dtype)
+        for lhs, rhs in ((x, y), (np.asfortranarray(x), y), (x, np.asfortranarray(y)),
+                         (x.T.copy().T, y.T.copy().T), (x[::2], y), (x[:, :3], y[:3, ::2]),
+                         (x, y[:, 0]), (x[0], y), (x[0], y[:, 0]),
+                         (np.stack([x, x]), y)):
+            got = pools.scipy_matmul(lhs, rhs)
+            want = np.matmul(lhs, rhs)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert pools.scipy_matmul(x[:, :0], y[:0]).shape == (7, 4)
 
 
 @pytest.mark.parametrize("name", ["gather", "scatter", "scatter-add", "scatter-mul", "scatter-min",

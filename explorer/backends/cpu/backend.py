@@ -9,7 +9,6 @@ program could not be generated (the run's listing says why), and the dask backen
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 from collections.abc import Sequence
 from typing import Any
@@ -25,7 +24,6 @@ from ..result import Kernel
 from .kernels import CompiledKernel, compile_kernel, cpu_workspace, runs_body
 from .mapreduce import body_peak as mapreduce_body_peak
 from .mapreduce import compile_body
-from .pools import calls_lapack, lapack_on_one_thread
 from .program import LOOPS, Program, ProgramError, generate
 
 
@@ -73,8 +71,6 @@ class CpuProgram:
         self.warm = False
         self.program: Program | None = None
         self.interpreter: CpuInterpreter | None = None
-        # SciPy's LAPACK pool on one thread while the program runs (pools.py)
-        self.pools = lapack_on_one_thread if calls_lapack(graph) else contextlib.nullcontext
         try:
             self.program = generate(graph, CpuInterpreter)
             self.notes = list(self.program.notes)
@@ -102,7 +98,7 @@ class CpuProgram:
         if self.program is None:
             assert self.interpreter is not None
             return self.interpreter.execute(prepared)
-        with np.errstate(all="ignore"), self.pools():
+        with np.errstate(all="ignore"):
             return self.program.fn(*prepared)
 
     call = execute  # gx.compile's call: its arguments have the traced shapes and types
@@ -124,7 +120,7 @@ class CpuProgram:
         fn = self.program.measured
 
         def execute(hook: Any) -> list[np.ndarray]:
-            with np.errstate(all="ignore"), self.pools():
+            with np.errstate(all="ignore"):
                 return fn(*prepared, hook)
 
         outs, seconds, peak = measured(self.graph, prepared, execute)

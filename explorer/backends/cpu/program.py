@@ -2,7 +2,8 @@
 
 The module is straight-line code in schedule order, as a person would write it against the
 op table: each node is one line that calls its row's NumPy reference (`ops.add(v3, v4)`) or
-writes the row's NumPy form for the node's shapes (a dot: `np.matmul(v3, v4.T)`), a
+writes the row's NumPy form for the node's shapes (a dot: `matmul(v3, v4.T)`, np.matmul or,
+in a program that calls LAPACK, SciPy's gemm: pools.py), a
 fused kernel (`fuse_0([v3, v4])`, numba, kernel_codegen.py) or, for control flow, a driver
 of runtime.py whose bodies are functions of the same module; each value is cast to its node's
 element type where NumPy's result may differ (`as_f32`: free when it is one already) and
@@ -34,7 +35,7 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
-from . import conv, indexing, random, runtime, window
+from . import conv, indexing, pools, random, runtime, window
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
@@ -85,7 +86,7 @@ def _ident(text: str) -> str:
 class _Writer:
     """Writes the module: one function per graph (the stage and every body under it)."""
 
-    def __init__(self, make_interpreter: Callable[[Graph], Any],
+    def __init__(self, make_interpreter: Callable[[Graph], Any], matmul: Callable[..., Any],
                  reuse: _Writer | None = None) -> None:
         self.make_interpreter = make_interpreter
         # a second walk (the measured twin) takes the first walk's kernels and interpreters
@@ -93,7 +94,7 @@ class _Writer:
         self.reuse_interpreters = iter(reuse.interpreters) if reuse else None
         self.reuse_loops = iter(reuse.loops) if reuse else None
         self.ns: dict[str, Any] = reuse.ns if reuse else {
-            "ops": SimpleNamespace(), "np": np, "runtime": runtime}
+            "ops": SimpleNamespace(), "np": np, "runtime": runtime, "matmul": matmul}
         self.functions: list[list[str]] = []
         self.kernels: list[CompiledKernel] = []
         self.interpreters: list[Any] = []
@@ -300,19 +301,21 @@ def _runner(interp: Any) -> Callable[[list[Any]], Any]:
 
 
 HEADER = '''"""The generated program of @{name} (gambit-explorer's CPU backend): one line per node, in
-schedule order; `ops.X` is op X's NumPy reference, `as_T` casts to element type T (free when
-the value has it), each value is deleted after its last use.{notes}"""
+schedule order; `ops.X` is op X's NumPy reference, `matmul` is {matmul}, `as_T` casts to
+element type T (free when the value has it), each value is deleted after its last use.{notes}"""
 '''
 
 
 def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
     """The program of `graph`; `make_interpreter(g)` makes the interpreter that runs a node
     the generator leaves to it."""
-    w = _Writer(make_interpreter)
+    w = _Writer(make_interpreter, pools.matmul_for(graph))
     w.function(graph, ENTRY, "")
-    shown = HEADER.format(name=graph.name, notes="".join(f"\n{x}." for x in w.notes)) \
+    matmul = "np.matmul" if w.ns["matmul"] is np.matmul else "np.matmul on SciPy's BLAS"
+    shown = HEADER.format(name=graph.name, matmul=matmul,
+                          notes="".join(f"\n{x}." for x in w.notes)) \
         + "\n" + w.module()
-    m = _Writer(make_interpreter, reuse=w)  # the measured twin: same walk, with the hook
+    m = _Writer(make_interpreter, w.ns["matmul"], reuse=w)  # the measured twin: same walk, with the hook
     m.function(graph, MEASURED, "", measured=True)
     text = shown + "\n\n" + m.module()
     try:
