@@ -2,8 +2,8 @@
 
 The module is straight-line code in schedule order, as a person would write it against the
 op table: each node is one line that calls its row's NumPy reference (`ops.add(v3, v4)`) or
-writes the row's NumPy form for the node's shapes (a dot: `matmul(v3, v4.T)`, np.matmul or,
-in a program that calls LAPACK, SciPy's gemm: pools.py), a
+writes the row's NumPy form for the node's shapes (a dot: `matmul(v3, v4.T)`, np.matmul's
+semantics on the BLAS dots.py picks), a
 fused kernel (`fuse_0([v3, v4])`, numba, kernel_codegen.py) or, for control flow, a driver
 of runtime.py whose bodies are functions of the same module; each value is cast to its node's
 element type where NumPy's result may differ (`as_f32`: free when it is one already) and
@@ -35,7 +35,7 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
-from . import conv, indexing, pools, random, runtime, window
+from . import conv, dots, indexing, random, runtime, window
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
@@ -309,9 +309,9 @@ element type T (free when the value has it), each value is deleted after its las
 def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
     """The program of `graph`; `make_interpreter(g)` makes the interpreter that runs a node
     the generator leaves to it."""
-    w = _Writer(make_interpreter, pools.matmul_for(graph))
+    w = _Writer(make_interpreter, dots.matmul_for(graph))
     w.function(graph, ENTRY, "")
-    matmul = "np.matmul" if w.ns["matmul"] is np.matmul else "np.matmul on SciPy's BLAS"
+    matmul = "np.matmul" if w.ns["matmul"] is np.matmul else "SciPy's gemm"
     shown = HEADER.format(name=graph.name, matmul=matmul,
                           notes="".join(f"\n{x}." for x in w.notes)) \
         + "\n" + w.module()
