@@ -365,13 +365,20 @@ def generate_rows(plan: RowPlan, name: str) -> CpuKernelCode:
     row_values()
     for this_pass in plan.passes:
         folds = [(r, *accumulator(r)) for r in this_pass]
+        given = None
+        if keep is not None and this_pass is plan.passes[-1]:
+            # the kept value first, in a loop of its own (elementwise: it vectorizes), then
+            # the folds over it read back from the output: in one loop with a float64 fold,
+            # a softmax's exp ran 30% slower
+            columns(cone([keep]))
+            w(f"out[{', '.join(ivars)}] = v{keep}")
+            w.depth -= rank - rows
+            given = keep
         for r, _, acc, identity in folds:
             w(f"a{r.id} = {scalar(identity, acc)}")
-        columns(cone([r.inputs[0] for r in this_pass]))
+        columns(cone([r.inputs[0] for r in this_pass], given), given)
         for r, kind, acc, _ in folds:
             w(fold(kind, acc, f"a{r.id}", f"{np_type(acc)}({value(r.inputs[0])})"))
-        if keep is not None and this_pass is plan.passes[-1]:
-            w(f"out[{', '.join(ivars)}] = v{keep}")
         w.depth -= rank - rows
         for r, *_ in folds:
             w(f"v{r.id} = {np_type(r.dtype)}(a{r.id})")
