@@ -61,7 +61,10 @@ def test_never_fuses_across_dot_general() -> None:
     (lambda x: jnp.where(x > 0, x, 0.1 * x).astype(jnp.int32) // 2, [(7, 3)], 1),
     (lambda x: (jnp.exp(x) * 2.0, jnp.exp(x).sum()), [(4, 4)], 2),  # exp traced twice
     (lambda x: (lambda t: (t * 2.0, t.sum()))(jnp.exp(x)), [(4, 4)], 0),  # shared: not duplicated
-    (lambda x: jnp.abs(x), [(4, 4)], 0),  # a single op is left alone
+    (lambda x: jnp.abs(x), [(4, 4)], 0),  # a single small op is left alone
+    (lambda x: jnp.abs(x), [(256, 256)], 1),  # a single large one is a kernel
+    (lambda x, s: x / s[:, None], [(512, 128), (512,)], 1),  # with a broadcast operand
+    (lambda x: (lambda t: (t * 2.0, t.sum()))(jnp.exp(x)), [(256, 256)], 3),  # shared, large
     (lambda x: jax.nn.softmax(x, -1), [(6, 5)], 1),  # row kernels: two reductions a row
     (lambda x: jax.nn.log_softmax(x, -1), [(2, 3, 7)], 1),
     (lambda x, g: (x - x.mean(1, keepdims=True)) / jnp.sqrt(x.var(1, keepdims=True) + 1e-5) * g,

@@ -10,7 +10,9 @@ Ops after the reduction, on its (smaller) result, join as the kernel's epilogue,
 Row groups (below) take softmax, log-softmax, layer norm and cross-entropy whole: several
 reductions over the trailing axes of one iteration space, with their per-row results
 broadcast back over the row in between. The larger of the two groups grown from a root wins.
-A `dot_general` never joins a group: it is a BLAS call, not a loop.
+A `dot_general` never joins a group: it is a BLAS call, not a loop. A group of one op (and
+its copied constants) is a kernel only when large (LONE_MIN elements): a small one is left
+to the op's NumPy form.
 Scalar constants are copied into the kernels that read them, and so is a broadcast that other
 values also read (XLA duplicates such cheap producers): the kernel then reads the broadcast's
 small input, not the large broadcast value. Split loops and control-flow
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir.graph import Attrs, Graph, Node
+from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import CONTROL_FLOW, OPS
 from ..ir.rewrite import Rewrite
 from ..ir.traits import Fuse as Role  # the op table's fuse trait (Fuse here is the pass)
@@ -40,6 +42,16 @@ def _loopy(n: Node) -> bool:
 def _reduction(n: Node) -> bool:
     """The one reduction a kernel may hold."""
     return OPS[n.op].fuse == Role.REDUCTION
+
+
+# A lone elementwise op or reduction this large is a kernel of its own too: NumPy runs it on
+# one thread, and a broadcast operand or a reduction over the last axis in its slower loops
+LONE_MIN = 1 << 16
+
+
+def _large(g: Graph, n: Node) -> bool:
+    return max(t.size for t in [n.type] + [g[i].type for i in n.inputs]  # type: ignore[union-attr]
+               if isinstance(t, TensorType)) >= LONE_MIN
 
 
 def _scalar_constant(n: Node) -> bool:
@@ -244,7 +256,8 @@ def _fuse_one(g: Graph) -> tuple[Graph, list[Rewrite]]:
             continue
         group = _best_group(g, n, taken, pinned, spaces)
         taken |= group.members
-        if sum(1 for i in group.members | group.copies if not _scalar_constant(g[i])) >= 2:
+        if sum(1 for i in group.members | group.copies if not _scalar_constant(g[i])) >= 2 \
+                or _large(g, n):
             pinned |= {i for c in group.copies for i in g[c].inputs}
             kernels[n.id] = _kernel(g, group)
             fused_away |= group.members - {n.id}
