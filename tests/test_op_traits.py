@@ -226,7 +226,8 @@ def _program_matches(name: str, inputs: list[np.ndarray], attrs: dict) -> None:
     n = _node(name, inputs, attrs)
     types = [TensorType(x.shape, dtypes.from_numpy(x.dtype)) for x in inputs]
     expr = OPS[name].program([f"x{k}" for k in range(len(inputs))], types, n.type, n.attrs)
-    got = eval(expr, {"np": np, **{f"x{k}": x for k, x in enumerate(inputs)}})  # noqa: S307
+    names = {"np": np, "matmul": np.matmul}  # (OpDef.program: a dot calls `matmul`)
+    got = eval(expr, {**names, **{f"x{k}": x for k, x in enumerate(inputs)}})  # noqa: S307
     want = OPS[name].ref(*inputs, **attrs)
     assert np.shape(got) == np.shape(want), (name, expr)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=expr)
