@@ -292,11 +292,13 @@ def make_program(seed: int, shape_seed: int | None = None) -> Program:
 # ---------------------------------------------------------------- comparing
 
 
-def mismatch(got: Sequence[Any], want: Sequence[Any], nan_for_inf: bool = False) -> str:
+def mismatch(got: Sequence[Any], want: Sequence[Any], nan_for_inf: bool = False,
+             any_nonfinite: bool = False) -> str:
     """Why `got` differs from `want` (JAX eager), or "" when it agrees: shapes and dtypes
     equal, NaN and +-inf at the same places, finite floats within measure.TOLERANCE of the
     output's magnitude, everything else exact. `nan_for_inf` also accepts NaN where `want`
-    is +-inf (the euclidean-distance rewrite's documented divergence)."""
+    is +-inf (the euclidean-distance rewrite's documented divergence); `any_nonfinite` any
+    non-finite value where `want` has one (dot-order's, through an infinity)."""
     if len(got) != len(want):
         return f"{len(got)} outputs, want {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
@@ -312,7 +314,8 @@ def mismatch(got: Sequence[Any], want: Sequence[Any], nan_for_inf: bool = False)
             scale = max(1.0, float(np.max(np.abs(w64[finite]), initial=0.0)))
             close = np.abs(g64 - w64) <= tol * scale
             bad = ~np.where(finite, close & np.isfinite(g64),
-                            (np.isnan(g64) & (np.isnan(w64) | nan_for_inf)) | (g64 == w64))
+                            (np.isnan(g64) & (np.isnan(w64) | nan_for_inf)) | (g64 == w64)
+                            | (any_nonfinite & ~np.isfinite(g64)))
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             return (f"output {k}: {int(bad.sum())} of {w.size} differ; at {list(at)} got "
@@ -356,6 +359,9 @@ AMPLIFIED = ("an ill-conditioned step (a conversion to an integer, floor, log ne
              "value it reads (last-bit roundoff, XLA's float32 division, XLA flushing subnormals "
              "to zero, a NaN's sign): given XLA's value there, our reference gives JAX's result "
              "(README, Numerics)")
+DOT_ORDER_INF = ("dot-order: a reassociated dot chain meets an infinite input in another order "
+                 "(inf * 0 or inf - inf), so a value that is +-inf one way is NaN the other, or "
+                 "+inf is -inf (README, Numerics; tests/passes/test_dot_order.py)")
 JIT_NOT_EAGER = ("the jax backend is XLA under jit, and gives what jax.jit of the program gives, "
                  "which here differs from JAX eager (README; test_xla_jit_folds_log_exp)")
 
@@ -552,12 +558,15 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
         return ours_want
 
     euclidean = False  # has the euclidean-distance rewrite fired by this stage?
+    reassociated = False  # has dot-order reassociated a chain by this stage?
     within = None  # and are its distances within the documented bound? (found when needed)
     cut = None  # does the difference come through a value XLA gives within tolerance? (same)
     # an infinite input: then the rewrite's NaN (for the naive inf) may reach any consumer
     infinite = any(np.isinf(np.asarray(a, np.float64)).any() for a in prog.args
                    if np.asarray(a).dtype.kind == "f")
     for k, s in enumerate(stages):
+        if s.name == "dot-order" and s.report and s.report.rewrites:
+            reassociated = True
         if s.name == "euclidean-distance" and s.report and s.report.rewrites:
             euclidean, at = True, k
         try:
@@ -585,6 +594,10 @@ def check_program(prog: Program, backends: Sequence[str] | None = None,
                     euclidean_within_bound(stages[at - 1].graph, stages[at], prog.args)))):
                 if not any(f.backend == b and f.kind == "documented" for f in found):
                     note("documented", b, s.name, f"{EUCLIDEAN_TOL}: {why}")
+            elif why and reassociated and infinite and not mismatch(r.outputs, want,
+                                                                     any_nonfinite=True):
+                if not any(f.backend == b and f.kind == "documented" for f in found):
+                    note("documented", b, s.name, f"{DOT_ORDER_INF}: {why}")
             elif why and near_ties(stages[0].graph, r.outputs, want, prog.args):
                 if not any(f.backend == b and f.kind == "documented" for f in found):
                     note("documented", b, s.name, f"{NEAR_TIE}: {why}")

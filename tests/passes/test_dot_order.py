@@ -127,3 +127,26 @@ def test_unchanged_nodes_keep_their_ids_and_new_ones_are_fresh() -> None:
     assert all(after[i].op == g[i].op for i in kept)
     assert min(rw.after) >= g.next_id
     assert after[after.outputs[0]].op == "tanh" and after.outputs == g.outputs
+
+
+def test_reassociation_through_an_infinity_can_turn_inf_into_nan() -> None:
+    """README (Numerics): in the user's order, (x0 @ x1) @ x2 spreads x0's -inf over a row
+    of infinities of both signs and then adds them: NaN, as JAX gives. dot-order's
+    x0 @ (x1 @ x2) multiplies the -inf by one finite number: an infinity. The fuzz's
+    DOT_ORDER_INF counts this as documented."""
+    import jax.numpy as jnp
+
+    import explorer as gx
+    from explorer.backends import registry
+
+    x0 = np.array([[-np.inf], [-0.31137892603874207]], np.float32)
+    x1 = np.array([[-6.409552097320557, -2.8329436779022217, -0.10207203775644302]], np.float32)
+    x2 = np.array([-0.7418578267097473, 0.3659997582435608, -1.2209938764572144], np.float32)
+    tr = gx.explore(lambda a, b, c: (a @ b) @ c, x0, x1, x2)
+    assert tr.stage("dot-order").report.rewrites
+    want = np.asarray((jnp.asarray(x0) @ jnp.asarray(x1)) @ jnp.asarray(x2))
+    got = registry.run_graph(tr.stage("dot-order").graph, [x0, x1, x2], "reference").outputs[0]
+    traced = registry.run_graph(tr.stages[0].graph, [x0, x1, x2], "reference").outputs[0]
+    np.testing.assert_array_equal(traced, want)  # the user's order: as JAX
+    assert np.isnan(want[0]) and np.isinf(got[0])
+    assert np.isclose(got[1], want[1], rtol=1e-5)
