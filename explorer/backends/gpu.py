@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.graph import Graph, Node, TupleType
+from ..ir.graph import Attrs, Graph, Node, TupleType
 from ..ir.ops import OPS
 from ..options import CompileOptions
 from . import reference
 from .gpu_codegen import GpuKernelCode, generate
 from .gpu_mapreduce import compile_body
 from .interpreter import Interpreter
-from .kernel_plan import Access, PlanError, plan_kernel
+from .kernel_plan import Access, PlanError, describe_output, plan_kernel, plan_output
 from .numpy_temporaries import workspace_bytes
 from .reference import as_typed, check_args
 from .registry import Backend, Run, register
@@ -123,8 +123,40 @@ class GpuKernel:
         return out
 
 
-def compile_kernel(node: Node, name: str) -> GpuKernel:
+class GpuDotKernel:
+    """An output fusion (kernel_plan.plan_output): the dot through cuBLAS, then the epilogue
+    as a generated elementwise kernel over its result."""
+
+    def __init__(self, node: Node, name: str) -> None:
+        self.plan = plan_output(node.attrs["body"])
+        self.name, self.body, self.seconds = name, node.attrs["body"], 0.0
+        self.epilogue = compile_kernel(
+            Node(node.id, "kernel", (), Attrs({"body": self.plan.epilogue, "kind": "loop"}),
+                 node.type), f"{name}_epilogue")
+
+    @property
+    def source(self) -> str:
+        head = describe_output(self.name, self.plan, "cuBLAS")
+        return "".join(f"// {x}\n" for x in head.splitlines()) + self.epilogue.source
+
+    def __call__(self, vals: Sequence[Any], timed: bool = False) -> Any:
+        t0 = time.perf_counter()
+        dot = self.plan.dot
+        product = _typed(dot, _dot(*(vals[k] for k in self.plan.operands), **dot.attrs))
+        out = self.epilogue([vals[k] for k in self.plan.kept] + [product])
+        if timed:
+            sync()
+            self.seconds += time.perf_counter() - t0
+        return out
+
+
+def compile_kernel(node: Node, name: str) -> GpuKernel | GpuDotKernel:
     body = node.attrs["body"]
+    if node.attrs.get("kind") == "output":
+        try:
+            return GpuDotKernel(node, name)
+        except PlanError:  # (not a dot and its epilogue: the body as it is, below)
+            pass
     k = GpuKernel(name, body, out_dtype=dtypes.to_numpy(node.type.dtype))  # type: ignore[union-attr]
     try:
         k.code = generate(plan_kernel(body), body.name.replace("-", "_"))

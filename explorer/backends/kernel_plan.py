@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.graph import Graph, Node, TensorType
+from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import OPS
 from ..ir.traits import Fuse
 
@@ -242,3 +242,43 @@ def plan_any(body: Graph) -> KernelPlan | RowPlan:
         except PlanError as second:
             several = sum(OPS[n.op].fuse == Fuse.REDUCTION for n in body.nodes) > 1
             raise (second if several else first) from None
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """An output fusion (kind "output"): `dot` (its operands the body parameters at
+    `operands`), then `epilogue`, an elementwise kernel body whose parameters are the body
+    parameters at `kept` and, last, the dot's result."""
+
+    dot: Node
+    operands: tuple[int, ...]
+    kept: tuple[int, ...]
+    epilogue: Graph
+
+
+def plan_output(body: Graph) -> OutputPlan:
+    """Split an output-fusion body into its dot and the epilogue over the dot's result."""
+    dots = [n for n in body.nodes if n.op == "dot_general"]
+    if len(dots) != 1 or any(i not in body.params for i in dots[0].inputs):
+        raise PlanError(f"{body.name}: an output fusion is one dot of the kernel's inputs")
+    dot = dots[0]
+    rest = [n for n in body.nodes if n.id != dot.id and n.op != "parameter"]
+    read = {i for n in rest for i in n.inputs}
+    kept = tuple(k for k, p in enumerate(body.params) if p in read)
+    params = [body[body.params[k]] for k in kept] + [dot]
+    nodes = [Node(p.id, "parameter", (), Attrs({"index": k, "name": f"in{k}"}), p.type)
+             for k, p in enumerate(params)] + rest
+    epilogue = Graph(nodes, [p.id for p in params], body.outputs, f"{body.name}_epilogue")
+    return OutputPlan(dot, tuple(body.params.index(i) for i in dot.inputs), kept, epilogue)
+
+
+def describe_output(name: str, plan: OutputPlan, unit: str) -> str:
+    """The header of an output fusion's listed source (`unit`: what computes the dot)."""
+    (lc, rc), (lb, rb) = plan.dot.attrs["dimension_numbers"]
+    a, b = plan.operands
+    return (f"output fusion {name}: first the dot, by {unit}:\n"
+            f"  dot = dot_general(in{a}, in{b}, contracting {tuple(lc)} x {tuple(rc)}, "
+            f"batch {tuple(lb)} x {tuple(rb)})\n"
+            f"then the epilogue below over the dot's result, written in place; its inputs: "
+            + ", ".join([f"in{j} = the kernel's in{k}" for j, k in enumerate(plan.kept)]
+                        + [f"in{len(plan.kept)} = dot"]) + "\n")

@@ -10,14 +10,19 @@ Ops after the reduction, on its (smaller) result, join as the kernel's epilogue,
 Row groups (below) take softmax, log-softmax, layer norm and cross-entropy whole: several
 reductions over the trailing axes of one iteration space, with their per-row results
 broadcast back over the row in between. The larger of the two groups grown from a root wins.
-A `dot_general` never joins a group: it is a BLAS call, not a loop. A group of one op (and
-its copied constants) is a kernel only when large (LONE_MIN elements): a small one is left
-to the op's NumPy form.
+A `dot_general` is a BLAS call, not a loop: it joins an elementwise group only as its head,
+when the group is all that reads it and iterates over the dot's result (XLA's output
+fusion: a bias, an activation, a scale, a residual add after a matmul). The kernel then
+computes the product and runs the rest over its result in place. Reductions never take a dot
+in, and bodies of loops and branches keep theirs outside (a compiled scan calls BLAS itself).
+A group of one op (and its copied constants) is a kernel only when large (LONE_MIN
+elements): a small one is left to the op's NumPy form.
 Scalar constants are copied into the kernels that read them, and so is a broadcast that other
 values also read (XLA duplicates such cheap producers): the kernel then reads the broadcast's
 small input, not the large broadcast value. Split loops and control-flow
 regions are fused inside their bodies (passes/bodies.py). A kernel's `kind` is "loop"
-(elementwise only) or "input" (with a reduction), XLA's names.
+(elementwise only), "input" (with a reduction) or "output" (a dot and its epilogue), XLA's
+names.
 """
 
 from __future__ import annotations
@@ -233,16 +238,35 @@ def _kernel(g: Graph, group: _Group) -> Node:
                                n.type, n.source))
     body = Graph(body_nodes, range(len(external)), (new_id[group.root.id],), f"fused_{group.root.id}")
     kind = "input" if group.reduce is not None else "loop"
+    if any(n.op == "dot_general" for n in members):
+        kind = "output"
     return Node(group.root.id, "kernel", tuple(external), Attrs({"body": body, "kind": kind}),
                 group.root.type, group.root.source)
 
 
 def fuse_graph(g: Graph) -> tuple[Graph, list[Rewrite]]:
     """Fuse `g`, and the bodies of its split loops and control-flow regions."""
-    return descend(g, _fuse_one, CONTROL_FLOW | {"loop"})
+    return descend(g, lambda x: _fuse_one(x, heads=x is g), CONTROL_FLOW | {"loop"})
 
 
-def _fuse_one(g: Graph) -> tuple[Graph, list[Rewrite]]:
+def _head(g: Graph, group: _Group, taken: set[int]) -> Node | None:
+    """The dot an elementwise group may take as its head (output fusion): one the group alone
+    reads, of the group's iteration space, whose operands stay the kernel's inputs."""
+    if group.reduce is not None or group.loop_shape != group.epilogue_shape:
+        return None
+    inside = group.members | group.copies
+    for m in sorted(inside):
+        for i in g[m].inputs:
+            d = g[i]
+            if d.op == "dot_general" and i not in inside and i not in taken \
+                    and i not in g.outputs and d.shape == group.loop_shape \
+                    and all(u in group.members for u in g.users[i]) \
+                    and not any(j in inside or _scalar_constant(g[j]) for j in d.inputs):
+                return d
+    return None
+
+
+def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
     log: list[Rewrite] = []
     nodes = {n.id: n for n in g.nodes}
     taken: set[int] = set()
@@ -255,6 +279,9 @@ def _fuse_one(g: Graph) -> tuple[Graph, list[Rewrite]]:
         if n.id in taken or _scalar_constant(n) or not (_loopy(n) or _reduction(n)):
             continue
         group = _best_group(g, n, taken, pinned, spaces)
+        head = _head(g, group, taken) if heads else None
+        if head is not None:
+            group.members.add(head.id)
         taken |= group.members
         if sum(1 for i in group.members | group.copies if not _scalar_constant(g[i])) >= 2 \
                 or _large(g, n):
@@ -262,7 +289,8 @@ def _fuse_one(g: Graph) -> tuple[Graph, list[Rewrite]]:
             kernels[n.id] = _kernel(g, group)
             fused_away |= group.members - {n.id}
             copies |= group.copies
-            rule = "fuse-reduction" if group.reduce is not None else "fuse-elementwise"
+            rule = ("fuse-reduction" if group.reduce is not None
+                    else "fuse-dot-epilogue" if head is not None else "fuse-elementwise")
             log.append(Rewrite(rule, tuple(sorted(group.members)), (n.id,),
                                str(n.source) if n.source else None))
     kept = [kernels.get(n.id, nodes[n.id]) for n in g.nodes if n.id not in fused_away]

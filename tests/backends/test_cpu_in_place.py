@@ -77,14 +77,19 @@ def test_past_the_kernel_limit_new_structures_run_interpreted(monkeypatch) -> No
 
 def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     """Writing into a dying input, the kernel runs a variant whose loop stores through that
-    input itself (one array, so LLVM's alias check passes and the loop vectorizes)."""
+    input itself (one array, so LLVM's alias check passes and the loop vectorizes): an
+    output fusion's epilogue over its dot's result."""
+    from explorer.backends.cpu.dot_kernels import DotKernel
+
     x = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
     b = np.random.default_rng(6).standard_normal((64,)).astype(np.float32)
     t = gx.explore(lambda x, w, b: jax.nn.relu(x @ w + b), x, x, b)
     exe = registry.executable(t.final.graph, "cpu")
     got = exe.call(exe.prepare([x, x, b]))[0]
     np.testing.assert_allclose(got, np.maximum(x @ x + b, 0), rtol=1e-5, atol=1e-5)
-    (k,) = exe.all_kernels()
+    (fused,) = exe.all_kernels()
+    assert isinstance(fused, DotKernel) and not fused.in_place
+    k = fused.epilogue
     assert list(k._over) == [next(iter(k.in_place))]  # the variant ran
     (variant,) = k._over.values()
     assert variant is not k.fn
@@ -96,7 +101,8 @@ def test_a_0d_kernel_with_no_scalar_arguments_writes_over_its_input() -> None:
     a, b = (np.random.default_rng(s).standard_normal(8).astype(np.float32) for s in (7, 8))
     t = gx.explore(lambda a, b: jnp.sin(jnp.cos(jnp.dot(a, b))), a, b)
     exe = registry.executable(t.final.graph, "cpu")
-    (k,) = exe.all_kernels()
+    (fused,) = exe.all_kernels()
+    k = fused.epilogue  # (an output fusion: the dot, then this kernel over its result)
     assert "def kernel(in0, out):" in k.source
     got = exe.call(exe.prepare([a, b]))[0]
     np.testing.assert_allclose(got, np.sin(np.cos(np.dot(a, b))), rtol=1e-6)

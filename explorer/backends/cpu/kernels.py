@@ -309,8 +309,17 @@ def cpu_workspace(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
     return copies + 8 * cells * ((code.red != "out") + code.chunks)
 
 
-def compile_kernel(node: Node, name: str) -> CompiledKernel:
+def compile_kernel(node: Node, name: str) -> Any:
+    """The callable of a fused kernel: a CompiledKernel, or for an output fusion (a dot and
+    its epilogue) a dot_kernels.DotKernel."""
     body = node.attrs["body"]
+    if node.attrs.get("kind") == "output":
+        from .dot_kernels import DotKernel
+
+        try:
+            return DotKernel(node, name)
+        except PlanError:  # (not a dot and its epilogue: the body as it is, below)
+            pass
     k = CompiledKernel(name, body)
     try:
         k.plan = plan_any(body)
