@@ -1,10 +1,10 @@
 """2-D convolutions as im2col + one matrix product: the windows gathered by one compiled
 loop (parallel over output rows; a window row that lies inside the image is one contiguous
-run of the input, copied as such), then one BLAS product. The op
-row's NumPy reference builds the same windows from views (pad, sliding window view, moveaxis,
-copy: about 45 us of Python for a 2x8x8x4 batch, and one thread for a 64x32x32x3 one).
-Which shapes gather (forward convolutions) and which keep the reference: `_gathers`. Grouped,
-base-dilated (transposed) and non-2-D convolutions keep the reference too.
+run of the input, copied as such), then one BLAS product. The op row's NumPy reference
+builds the same windows from views (pad, sliding window view, moveaxis, copy: about 45 us of
+Python for a 2x8x8x4 batch, and one thread for a 64x32x32x3 one). Which shapes gather
+(forward convolutions, and any small one) and which keep the reference: `_gathers`.
+Grouped, base-dilated (transposed) and non-2-D convolutions keep the reference too.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from ...ir.ops import OPS
 
 PARALLEL_MIN = 1 << 16  # window elements gathered at least before every core joins in
+SMALL = 1 << 18  # window elements few enough to gather whatever the shape
 
 
 @functools.cache
@@ -52,15 +53,16 @@ def _im2col(parallel: bool) -> Any:
     return windows
 
 
-def _gathers(window: int, positions: int) -> bool:
+def _gathers(window: int, positions: int, cells: int) -> bool:
     """Whether im2col is the method for this shape: a forward convolution (at least as many
-    output positions as window elements). A weight gradient (a window as large as the image,
-    over a few positions) gathers nearly the whole input per position, and a transposed
-    convolution's windows (base-dilated: the reference's) are mostly the zeros between its
-    elements: both ran 3x slower through im2col than through the reference's einsum over
-    window views (a CNN's gradient, 64x32x32 images: 7.3 against 2.3 ms, and 9.2 against
-    3.5 ms)."""
-    return positions >= window
+    output positions as window elements), or any whose windows are few (`cells`, the window
+    matrix's size, up to SMALL: the reference's views cost more Python than the copy). A
+    large weight gradient (a window as large as the image, over a few positions) gathers
+    nearly the whole input per position, and ran 3x slower through im2col than through the
+    reference's einsum over window views (a CNN's gradient, 64x32x32 images: 7.3 against
+    2.3 ms); transposed (base-dilated) convolutions keep the reference, whose windows are
+    mostly the zeros between input elements (9.2 against 3.5 ms through im2col)."""
+    return positions >= window or cells <= SMALL
 
 
 def conv_general_dilated(lhs, rhs, *, window_strides, padding, dimension_numbers,  # noqa: ANN001, ANN201
@@ -85,7 +87,8 @@ def conv_general_dilated(lhs, rhs, *, window_strides, padding, dimension_numbers
     out_h = (x.shape[1] + ph + qh - (kh - 1) * dh - 1) // sh + 1
     out_w = (x.shape[2] + pw + qw - (kw - 1) * dw - 1) // sw + 1
     rows, width = x.shape[0] * out_h * out_w, kh * kw * c
-    if out_h <= 0 or out_w <= 0 or rows * width == 0 or not _gathers(kh * kw, out_h * out_w):
+    if out_h <= 0 or out_w <= 0 or rows * width == 0 \
+            or not _gathers(kh * kw, out_h * out_w, rows * width):
         return OPS["conv_general_dilated"].ref(lhs, rhs, **attrs)
     cols = np.empty((rows, width), x.dtype)
     _im2col(rows * width >= PARALLEL_MIN)(x, cols, out_h, out_w, kh, kw, sh, sw, dh, dw, ph, pw)

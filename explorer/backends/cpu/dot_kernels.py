@@ -1,8 +1,9 @@
 """Output-fusion kernels on the CPU (a `kernel` of kind "output": passes/fuse.py): a dot and
 the elementwise epilogue that alone reads it (a bias, an activation, a scale, a residual add).
 
-The dot runs as the program's other dots do (BLAS, through the op row's NumPy form), and the
-epilogue is a generated elementwise kernel over its result (kernel_plan.plan_output): the
+The dot runs as the program's other dots do (its op row's program form, through the
+program's `matmul`: BLAS), and the epilogue is a generated elementwise kernel over its
+result (kernel_plan.plan_output): the
 dot's result is the epilogue's last input, and as nothing else holds it the epilogue writes
 over it in place (CompiledKernel's in-place variant). So the product is made once, read once
 and written once, with no second result buffer to fault in. The kernel's listed source says
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.graph import Attrs, Node
 from ...ir.ops import OPS
 from ..kernel_plan import describe_output, plan_output
@@ -35,6 +37,14 @@ class DotKernel:
             Node(node.id, "kernel", (), Attrs({"body": plan.epilogue, "kind": "loop"}),
                  node.type), f"{name}_epilogue")
         self.dot_seconds = 0.0
+        # the dot as the program writes one (the op row's form for these shapes: no generic
+        # transposes and reshapes per call), with the program's matmul (dots.matmul_for)
+        dot, body = plan.dot, node.attrs["body"]
+        expr = OPS["dot_general"].program(["a", "b"], [body[i].type for i in dot.inputs],
+                                          dot.type, dot.attrs)
+        self.product = eval(f"lambda a, b, matmul: {expr}", {"np": np})  # noqa: S307
+        self.matmul: Any = np.matmul  # (the program sets its own)
+        self.dtype = dtypes.to_numpy(dot.type.dtype)  # type: ignore[union-attr]
 
     @property
     def seconds(self) -> float:
@@ -51,8 +61,9 @@ class DotKernel:
 
     def __call__(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         t0 = time.perf_counter()
-        product = OPS["dot_general"].ref(*(vals[k] for k in self.plan.operands),
-                                         **self.plan.dot.attrs)
+        a, b = self.plan.operands
+        # (an array of the dot's type: a vector product gives NumPy a scalar)
+        product = np.asarray(self.product(vals[a], vals[b], self.matmul), self.dtype)
         self.dot_seconds += time.perf_counter() - t0
         args: list[Any] = [vals[k] for k in self.plan.kept]
         args.append(product)

@@ -212,6 +212,8 @@ class _Writer:
             k = (next(self.reuse_kernels) if self.reuse_kernels is not None
                  else compile_kernel(n, f"{prefix}{a['body'].name}"))
             self.kernels.append(k)
+            if hasattr(k, "matmul"):  # an output fusion's dot uses the program's matmul
+                k.matmul = self.ns["matmul"]
             fn = self.bind(a["body"].name, k)
             call = f"{self.cast(n.type)}({fn}(_args))"
             gone = [var for var, i in zip(ins, n.inputs) if i in dying and ins.count(var) == 1]
