@@ -45,6 +45,21 @@ def test_a_row_kernel_says_why_it_runs_op_by_op() -> None:
     assert "more than one reduction" in gpu.compile_kernel(k, "softmax").reason
 
 
+def test_an_output_fusion_is_cublas_then_its_epilogue_as_generated_cuda() -> None:
+    """relu(x @ w + b): the dot heads the epilogue's kernel (kind "output"); on the GPU the
+    dot is a cuBLAS product and the epilogue a generated elementwise kernel over it (the
+    code is generated here, without CuPy; it runs only where a GPU is)."""
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((8, 6), (6, 5), (5,)))
+    t = gx.explore(lambda x, w, b: jax.nn.relu(x @ w + b), x, w, b)
+    (k,) = kernels_of(t.final.graph)
+    assert k.attrs["kind"] == "output"
+    fused = gpu.compile_kernel(k, "dense_relu")
+    assert isinstance(fused, gpu.GpuDotKernel)
+    assert fused.epilogue.code is not None and fused.epilogue.code.kind == "elementwise"
+    assert "by cuBLAS" in fused.source and "in0 = the kernel's in2, in1 = dot" in fused.source
+
+
 def test_backend_listed_only_with_a_gpu() -> None:
     assert ("gpu" in gx.trace.BACKENDS) == (REASON is None)
     assert gpu.GpuInterpreter is not None and "gpu" in registry.names()
