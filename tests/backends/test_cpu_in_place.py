@@ -107,3 +107,19 @@ def test_a_0d_kernel_with_no_scalar_arguments_writes_over_its_input() -> None:
     got = exe.call(exe.prepare([a, b]))[0]
     np.testing.assert_allclose(got, np.sin(np.cos(np.dot(a, b))), rtol=1e-6)
     assert k._over  # it wrote over the dot's 0-d result
+
+
+def test_past_the_kernel_limit_the_in_place_variant_gives_way_to_a_fresh_result(monkeypatch) -> None:
+    """The in-place variant is a second module to load: past MAX_KERNEL_LOADS (a long fuzz
+    run: about 3,000 programs) the kernel writes a fresh result instead of crashing."""
+    x = np.random.default_rng(9).standard_normal((64, 64)).astype(np.float32)
+    b = np.random.default_rng(10).standard_normal((64,)).astype(np.float32)
+    t = gx.explore(lambda x, w, b: jnp.tanh(x @ w + b) * 3.0, x, x, b)
+    exe = registry.executable(t.final.graph, "cpu")
+    (fused,) = exe.all_kernels()
+    k = fused.epilogue
+    assert k.fn is not None and not k._over
+    monkeypatch.setattr(cpu, "_LOADS", [cpu.MAX_KERNEL_LOADS])
+    got = exe.call(exe.prepare([x, x, b]))[0]
+    np.testing.assert_allclose(got, np.tanh(x @ x + b) * 3.0, rtol=1e-5, atol=1e-5)
+    assert not k._over  # (it could not load the variant, and did without it)

@@ -229,6 +229,13 @@ class CompiledKernel:
         assert code is not None and self.fn is not None
         shape, dtype, scalars, fold = self._layout
         donor = self._donor(vals) if self.in_place else None
+        variant = None
+        if donor is not None:
+            over = next(k for k in self.in_place if vals[k] is donor)
+            try:
+                variant = self._writing_over(over)
+            except KernelLimit:  # no more loads in this process: a fresh result instead
+                donor = None
         ins = [np.reshape(v, (1,)) if v.ndim == 0 else _dense(v) for v in vals]
         out = np.empty(shape, dtype) if donor is None else donor
         flat_out = out.reshape(1) if out.ndim == 0 else out
@@ -242,9 +249,8 @@ class CompiledKernel:
             if code.chunks:
                 extra.append(np.full((code.chunks, *(shape or (1,))), identity, acc))
         try:
-            if donor is not None:
-                over = next(k for k in self.in_place if vals[k] is donor)
-                self._writing_over(over)(*ins, *scalars)
+            if variant is not None:
+                variant(*ins, *scalars)
             else:
                 self.fn(*ins, *extra, flat_out, *scalars)
         except Exception as e:  # numba could not type it: fall back, once, and say why
