@@ -2,12 +2,11 @@
 the elementwise epilogue that alone reads it (a bias, an activation, a scale, a residual add).
 
 The dot runs as the program's other dots do (its op row's program form, through the
-program's `matmul`: BLAS), and the epilogue is a generated elementwise kernel over its
-result (kernel_plan.plan_output): the
-dot's result is the epilogue's last input, and as nothing else holds it the epilogue writes
-over it in place (CompiledKernel's in-place variant). So the product is made once, read once
-and written once, with no second result buffer to fault in. The kernel's listed source says
-so and shows the epilogue's loop nest.
+program's `matmul`: BLAS), and the epilogue is a generated elementwise kernel over its result
+(kernel_plan.plan_output): the dot's result is the epilogue's last input, and as nothing
+else holds it the epilogue writes over it in place (CompiledKernel's in-place variant). So
+the product is made once, read once and written once, with no second result buffer to fault
+in. The kernel's listed source says so and shows the epilogue's loop nest.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from ...ir import dtypes
 from ...ir.graph import Attrs, Node
 from ...ir.ops import OPS
 from ..kernel_plan import describe_output, plan_output
+from . import dots
 from .kernels import CompiledKernel, compile_kernel
 
 
@@ -56,7 +56,7 @@ class DotKernel:
 
     @property
     def source(self) -> str:
-        head = describe_output(self.name, self.plan, "BLAS (np.matmul)")
+        head = describe_output(self.name, self.plan, f"BLAS ({dots.what(self.matmul)})")
         return "".join(f"# {x}\n" for x in head.splitlines()) + self.epilogue.source
 
     def __call__(self, vals: Sequence[np.ndarray]) -> np.ndarray:

@@ -28,6 +28,11 @@ def matmul_for(g: Graph) -> Callable[[Any, Any], np.ndarray]:
     return np.matmul
 
 
+def what(matmul: Callable[[Any, Any], np.ndarray]) -> str:
+    """A matmul_for choice in words, for listings."""
+    return "SciPy's gemm (np.matmul beyond 2-D)" if matmul is scipy_matmul else "np.matmul"
+
+
 def scipy_matmul(a: Any, b: Any) -> np.ndarray:
     """np.matmul(a, b) through SciPy's BLAS gemm for 2-D float32/float64 operands (C = A B
     is C^T = B^T A^T in BLAS's column-major terms, so a row-major operand is passed as it

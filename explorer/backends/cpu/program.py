@@ -36,6 +36,7 @@ from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
 from . import conv, dots, indexing, random, runtime, window
+from .dot_kernels import DotKernel
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
@@ -212,7 +213,7 @@ class _Writer:
             k = (next(self.reuse_kernels) if self.reuse_kernels is not None
                  else compile_kernel(n, f"{prefix}{a['body'].name}"))
             self.kernels.append(k)
-            if hasattr(k, "matmul"):  # an output fusion's dot uses the program's matmul
+            if isinstance(k, DotKernel):  # an output fusion's dot: the program's matmul
                 k.matmul = self.ns["matmul"]
             fn = self.bind(a["body"].name, k)
             call = f"{self.cast(n.type)}({fn}(_args))"
@@ -313,8 +314,7 @@ def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
     the generator leaves to it."""
     w = _Writer(make_interpreter, dots.matmul_for(graph))
     w.function(graph, ENTRY, "")
-    matmul = "np.matmul" if w.ns["matmul"] is np.matmul else "SciPy's gemm"
-    shown = HEADER.format(name=graph.name, matmul=matmul,
+    shown = HEADER.format(name=graph.name, matmul=dots.what(w.ns["matmul"]),
                           notes="".join(f"\n{x}." for x in w.notes)) \
         + "\n" + w.module()
     m = _Writer(make_interpreter, w.ns["matmul"], reuse=w)  # the measured twin: same walk, with the hook
