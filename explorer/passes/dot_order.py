@@ -9,6 +9,14 @@ the bytes of the intermediates. Transposes are flipped through rather than kept:
 dimension, so the new chain has no transpose nodes. Vectors are matrices with a unit
 dimension that is never materialised. Batched chains must share the same leading batch
 dimensions. The pass fires only on a strict improvement, so it settles.
+
+A scalar factor is a link of the chain too: `dot(s * x, W)` multiplies every element of x by
+s, where `s * dot(x, W)` multiplies only the result's (and `dot(x / s, W)` likewise for a
+float s). When a dot operand is such a product (read by that dot alone, s a 0-d value or a
+splat constant), and the operand has more elements than the result, the factor moves to the
+result ("scale-out-of-dot"); the output fusion then folds it into the dot's epilogue. That is
+XLA's own algebraic rewrite for a scaled dot operand, and like the reassociation it rounds
+differently, and meets an overflow or an infinity in another order (README, Numerics).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from dataclasses import dataclass
 from ..ir import dtypes
 from ..ir.graph import Node
 from ..ir.ops import dot_dims
-from ..ir.rewrite import RewriteContext, Rule, pat
+from ..ir.rewrite import RewriteContext, Rule, pat, splat
 from . import register
 from .base import RulePass
 from .broadcasts import live_users
@@ -177,7 +185,46 @@ def _reorder(ctx: RewriteContext, root: Node) -> int | None:
     return _emit(ctx, order, nb).node
 
 
-RULES = [Rule("reassociate-dot-chain", pat("dot_general", name="root"), _reorder)]
+def _factor(ctx: RewriteContext, m: Node) -> tuple[int, int] | None:
+    """(x, s) for an operand `m` = x * s, s * x or x / s with `s` a 0-d value or a splat
+    constant (then a new 0-d constant) and x of m's type; else None."""
+    if m.op not in ("mul", "div") or not dtypes.is_float(m.dtype) and (
+            m.op == "div" or not dtypes.is_int(m.dtype)):
+        return None  # integer division does not distribute over a sum
+    sides = [(0, 1), (1, 0)] if m.op == "mul" else [(0, 1)]
+    for xi, si in sides:
+        x, s = (ctx.node(m.inputs[i]) for i in (xi, si))
+        if x.type != m.type or s.dtype != m.dtype:
+            continue
+        if s.type.rank == 0:
+            return x.id, s.id
+        if s.op == "broadcast_in_dim" and ctx.type(s.inputs[0]).rank == 0:
+            return x.id, s.inputs[0]
+        if splat(s) is not None:
+            return x.id, ctx.constant(s.attrs["value"].array.reshape(-1)[0], m.dtype)
+    return None
+
+
+def _scale_out(ctx: RewriteContext, root: Node) -> int | None:
+    if root.op != "dot_general":
+        return None
+    for k, i in enumerate(root.inputs):
+        m = ctx.node(i)
+        if m.dtype != root.dtype or math.prod(m.shape) <= math.prod(root.shape) \
+                or live_users(ctx, m) != (root.id,) or ctx.is_output(m):
+            continue
+        found = _factor(ctx, m)
+        if found is None:
+            continue
+        x, s = found
+        ins = list(root.inputs)
+        ins[k] = x
+        return ctx.emit(m.op, (ctx.emit("dot_general", ins, root.attrs), s))
+    return None
+
+
+RULES = [Rule("reassociate-dot-chain", pat("dot_general", name="root"), _reorder),
+         Rule("scale-out-of-dot", pat("dot_general", name="root"), _scale_out)]
 
 
 @register

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -150,3 +152,72 @@ def test_reassociation_through_an_infinity_can_turn_inf_into_nan() -> None:
     np.testing.assert_array_equal(traced, want)  # the user's order: as JAX
     assert np.isnan(want[0]) and np.isinf(got[0])
     assert np.isclose(got[1], want[1], rtol=1e-5)
+
+
+# ---------------------------------------------------------------- a scalar factor out of a dot
+
+SCALE = "scale-out-of-dot"
+
+
+def _two_users(x: Any, w: Any) -> Any:
+    xs = x * 0.5
+    return xs @ w, xs
+
+
+def _i32(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *a: fn(*(v.astype(jnp.int32) for v in a))
+
+
+# name -> (fn, shapes, rules that fire): the factor moves to the result only where the
+# operand has more elements than the result, the product is read by the dot alone, and a
+# division is by a float.
+SCALED: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], list[str]]] = {
+    "constant-lhs": (lambda x, w: (x * 0.125) @ w, [(64, 32), (32, 8)], [SCALE]),
+    "constant-first": (lambda x, w: (0.125 * x) @ w, [(64, 32), (32, 8)], [SCALE]),
+    "rhs": (lambda x, w: x @ (w * 3.0), [(8, 32), (32, 64)], [SCALE]),
+    "divided-by-a-parameter": (lambda x, w, t: (x / t) @ w, [(64, 32), (32, 8), ()], [SCALE]),
+    "both-operands": (lambda x, w, t: (x * t) @ (w * 2.0), [(20, 100), (100, 10), ()],
+                      [SCALE, SCALE]),
+    "batched-attention-scores": (lambda q, k: jnp.einsum("bqd,bkd->bqk", q * 0.25, k),
+                                 [(2, 16, 64), (2, 8, 64)], [SCALE]),
+    "vector-result": (lambda x, v: (x * 2.0) @ v, [(16, 8), (8,)], [SCALE]),
+    "int-multiply": (_i32(lambda x, w: (x * 3) @ w), [(16, 8), (8, 2)], [SCALE]),
+    "cheaper-on-the-operand": (lambda x, w: (x * 0.125) @ w, [(8, 4), (4, 64)], []),
+    "product-read-twice": (_two_users, [(64, 32), (32, 8)], []),
+    "elementwise-factor": (lambda x, y, w: (x * y) @ w, [(64, 32), (64, 32), (32, 8)], []),
+    "int-division": (_i32(lambda x, w: (x // 3) @ w), [(16, 8), (8, 2)], []),
+}
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_a_scalar_factor_moves_to_the_smaller_side(name: str) -> None:
+    fn, shapes, fired = SCALED[name]
+    g = _graph(fn, *shapes)
+    after, report = check_semantics(DotOrder(), g)
+    assert [r.rule for r in report.rewrites] == fired
+    assert all(r.source for r in report.rewrites)
+    muls = lambda h: sum(math.prod(n.shape) for n in h.nodes  # noqa: E731
+                         if n.op in ("mul", "div") and n.type.rank)
+    if fired:
+        assert muls(after) < muls(g)
+        dots = [n for n in after.nodes if n.op == "dot_general"]
+        assert all(after[i].op not in ("mul", "div") for d in dots for i in d.inputs)
+        assert DotOrder()(after)[1].rewrites == ()  # it settles
+    else:
+        assert after == g
+
+
+def test_a_scaled_dot_becomes_one_output_kernel() -> None:
+    """The moved factor is an epilogue: the final stage computes the dot and scales its
+    result in one output kernel, with no pass over the scaled operand."""
+    import explorer as gx
+
+    x, w = (np.random.default_rng(0).standard_normal(s).astype(np.float32)
+            for s in ((128, 64), (64, 16)))
+    tr = gx.explore(lambda x, w: jax.nn.relu((x / 8.0) @ w), x, w)
+    final = tr.stages[-1].graph
+    (k,) = [n for n in final.nodes if n.op == "kernel"]
+    assert k.attrs["kind"] == "output" and len(final.nodes) == 3  # two parameters, one kernel
+    got = gx.compile(lambda x, w: jax.nn.relu((x / 8.0) @ w))(x, w)
+    np.testing.assert_allclose(np.asarray(got), np.maximum((x / 8) @ w, 0), rtol=1e-5,
+                               atol=1e-6)
