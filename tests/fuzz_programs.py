@@ -5,7 +5,10 @@ and every backend, compared with the reference interpreter on the imported graph
 A program is Python source (`Program.source`), generated from one seed: elementwise ops,
 broadcasting, reductions, dots, distances (self-distances too), softmax, logsumexp, argmax,
 top_k and conversions over f32 and i32, its inputs salted with special values (nan, +-inf,
--0.0, 100.0, the i32 extremes), and sometimes a memory limit. For each program:
+-0.0, 100.0, the i32 extremes), and sometimes a memory limit. With `x64=True` the same
+program is written over f64 and i64 (the i64 extremes for the i32 ones) and checked under
+`jax.enable_x64(True)`, where JAX's promotion rules, index types and literals differ. For each
+program:
 
   - `gx.explore(fn, *args, memory_limit=...)` runs; an infeasible limit must raise
     InfeasibleMemoryLimit, and the limit it names must then explore and run within it;
@@ -19,8 +22,8 @@ top_k and conversions over f32 and i32, its inputs salted with special values (n
 A mismatch or crash is a `Finding` whose `report()` is a self-contained reproducer. `fuzz()`
 runs a batch and returns a `Summary`, whose line says programs, mismatches by backend, crashes
 and peak RSS (at the start and the end). tests/test_differential.py runs a few hundred
-programs; `make fuzz` (GAMBIT_FUZZ=full) 10,000. By hand:
-`python -m tests.fuzz_programs 10000 [first_seed]`.
+programs in each mode; `make fuzz` (GAMBIT_FUZZ=full) 10,000 in each. By hand:
+`python -m tests.fuzz_programs 10000 [first_seed] [--x64]`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from explorer.passes.pipeline import resolve, run_pipeline
 from explorer.passes.split import InfeasibleMemoryLimit
 
 I32 = np.iinfo(np.int32)
+I64 = np.iinfo(np.int64)
 FLOAT_SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 100.0)
 INT_SPECIALS = (I32.min, I32.max, 0, -1)
 LIMITS = (None, None, None, 24 * 1024, 48 * 1024, 96 * 1024, 256 * 1024)
@@ -66,6 +70,7 @@ class Program:
     args: tuple[np.ndarray, ...]
     memory_limit: int | None = None
     shape_seed: int | None = None  # make_program's: sizes and values from their own seed
+    x64: bool = False  # written over f64 and i64, checked under jax.enable_x64(True)
 
     def fn(self) -> Callable[..., Any]:
         namespace: dict[str, Any] = {"jnp": jnp, "jax": jax, "lax": jax.lax}
@@ -75,14 +80,17 @@ class Program:
     def __str__(self) -> str:
         """A reproducer: the source, then the arguments (small ones written out, larger ones
         as `make_program(seed).args` with their special values listed)."""
-        call = f"{self.seed}" + (f", {self.shape_seed}" if self.shape_seed is not None else "")
-        lines = [f"# make_program({call}), memory_limit={self.memory_limit}", self.source.rstrip()]
+        call = f"{self.seed}" + (f", {self.shape_seed}" if self.shape_seed is not None else "") \
+            + (", x64=True" if self.x64 else "")
+        lines = [f"# make_program({call}), memory_limit={self.memory_limit}"
+                 + (", under jax.enable_x64(True)" if self.x64 else ""), self.source.rstrip()]
         for k, a in enumerate(self.args):
             if a.size <= 8:
                 lines.append(f"x{k} = np.array({a.tolist()!r}, np.{a.dtype})")
                 continue
+            ints = I64 if a.dtype == np.int64 else I32
             special = ~np.isfinite(a) | (a == 100) | (np.signbit(a) & (a == 0)) \
-                if a.dtype.kind == "f" else (a == I32.min) | (a == I32.max)
+                if a.dtype.kind == "f" else (a == ints.min) | (a == ints.max)
             at = {tuple(int(i) for i in ix): a[tuple(ix)].item() for ix in np.argwhere(special)[:6]}
             lines.append(f"x{k} = make_program({call}).args[{k}]  # {a.dtype}{list(a.shape)}"
                          + (f", special values {at}" if at else ""))
@@ -282,11 +290,29 @@ class _Gen:
         return Program(seed, source, tuple(self.args), self.r.choice(LIMITS), self.shape_seed)
 
 
-def make_program(seed: int, shape_seed: int | None = None) -> Program:
+def make_program(seed: int, shape_seed: int | None = None, x64: bool = False) -> Program:
     """The random program of `seed` (the same on every machine). With `shape_seed`, the sizes
     and argument values come from that seed instead: one structure (mostly: a size can steer
-    a choice) in many shapes."""
-    return _Gen(seed, shape_seed).program(seed)
+    a choice) in many shapes. With `x64`, the same program over f64 and i64."""
+    prog = _Gen(seed, shape_seed).program(seed)
+    return _wide(prog) if x64 else prog
+
+
+def _wide(prog: Program) -> Program:
+    """`prog` over 64-bit types: its dtype names and arguments widened, the i32 extremes
+    moved to the i64 ones (so that overflow still wraps)."""
+    source = prog.source.replace("jnp.float32", "jnp.float64").replace("jnp.int32", "jnp.int64")
+    source = source.replace(repr(int(I32.max)), repr(int(I64.max)))
+
+    def widen(a: np.ndarray) -> np.ndarray:
+        if a.dtype.kind == "f":
+            return a.astype(np.float64)
+        w = a.astype(np.int64)
+        w[a == I32.min], w[a == I32.max] = I64.min, I64.max
+        return w
+
+    return Program(prog.seed, source, tuple(widen(a) for a in prog.args), prog.memory_limit,
+                   prog.shape_seed, x64=True)
 
 
 # ---------------------------------------------------------------- comparing
@@ -521,7 +547,14 @@ def _explore(fn: Callable[..., Any], args: Sequence[np.ndarray],
 
 def check_program(prog: Program, backends: Sequence[str] | None = None,
                   every_stage: bool = False) -> list[Finding]:
-    """Every finding of one program (an empty list when all agree)."""
+    """Every finding of one program (an empty list when all agree); an x64 program under
+    jax.enable_x64(True)."""
+    with jax.enable_x64(prog.x64):
+        return _check_program(prog, backends, every_stage)
+
+
+def _check_program(prog: Program, backends: Sequence[str] | None,
+                   every_stage: bool) -> list[Finding]:
     backends = registry.sweep() if backends is None else backends
     text = str(prog)
     found: list[Finding] = []
@@ -701,6 +734,7 @@ class Summary:
     peak_rss_end: int = 0
     live_rss: list[tuple[int, int]] = field(default_factory=list)  # (programs, live bytes)
     seconds: float = 0.0
+    x64: bool = False  # the programs were written over f64 and i64
 
     def unknown(self) -> list[Finding]:
         """Findings that are neither documented divergences nor known open defects
@@ -722,7 +756,8 @@ class Summary:
         by = self.mismatches()
         names = dict.fromkeys([*registry.sweep(), *by])
         mm = ", ".join(f"{b} {by.get(b, 0)}" for b in names)
-        return (f"fuzz: {self.programs} programs, {self.hlo_cases} HLO mutations; "
+        return (f"fuzz{' (x64)' if self.x64 else ''}: {self.programs} programs, "
+                f"{self.hlo_cases} HLO mutations; "
                 f"mismatches by backend: {mm}; crashes {self.crashes}; "
                 f"{self.documented} documented divergences (not mismatches); "
                 f"{len(self.findings) - len(self.unknown()) - self.documented} of the findings "
@@ -763,14 +798,16 @@ CLEAR_JAX_EVERY = 20
 
 
 def fuzz(programs: int, first_seed: int = 0, hlo: int = 0, every_stage: bool = False,
-         progress: Callable[[int, Summary], None] | None = None) -> Summary:
-    """`programs` random programs from `first_seed` on, and `hlo` mutated HLO dumps."""
-    s = Summary(peak_rss_start=peak_rss_bytes())
+         progress: Callable[[int, Summary], None] | None = None, x64: bool = False) -> Summary:
+    """`programs` random programs from `first_seed` on (over f64 and i64 with `x64`), and
+    `hlo` mutated HLO dumps."""
+    s = Summary(peak_rss_start=peak_rss_bytes(), x64=x64)
     t0 = time.perf_counter()
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # overflow and invalid-value warnings are the point
         for k in range(programs):
-            s.findings += check_program(make_program(first_seed + k), every_stage=every_stage)
+            s.findings += check_program(make_program(first_seed + k, x64=x64),
+                                        every_stage=every_stage)
             s.programs += 1
             if (k + 1) % CLEAR_JAX_EVERY == 0:
                 jax.clear_caches()
@@ -787,6 +824,8 @@ def fuzz(programs: int, first_seed: int = 0, hlo: int = 0, every_stage: bool = F
 
 
 def main(argv: Sequence[str]) -> int:
+    x64 = "--x64" in argv
+    argv = [a for a in argv if a != "--x64"]
     n = int(argv[0]) if argv else 10_000
     first = int(argv[1]) if len(argv) > 1 else 0
 
@@ -799,7 +838,7 @@ def main(argv: Sequence[str]) -> int:
             s.live_rss.append((k + 1, live_rss_bytes()))
             print(f"  after {k + 1}: RSS now {now / 2**20:.0f} MiB; {s.line()}", flush=True)
 
-    s = fuzz(n, first, hlo=n // 10, every_stage=True, progress=progress)
+    s = fuzz(n, first, hlo=0 if x64 else n // 10, every_stage=True, progress=progress, x64=x64)
     print(s.report(), flush=True)
     return 1 if any(f.kind != "documented" for f in s.findings) else 0
 

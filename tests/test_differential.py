@@ -6,8 +6,9 @@ defect (fuzz_programs.KNOWN_OPEN) fails the test with its reproducer; those are 
 summary line.
 
 A normal run (`make test`) checks 200 programs (traced and final stage on every backend,
-every stage on the reference interpreter) and 200 HLO mutations in 4 blocks;
-GAMBIT_FUZZ=full checks 10,000 programs, every stage on every backend, and 1,000 mutations.
+every stage on the reference interpreter) and 200 HLO mutations in 4 blocks, and 100 of the
+programs over f64 and i64 under jax.enable_x64(True); GAMBIT_FUZZ=full checks 10,000
+programs in each mode, every stage on every backend, and 1,000 mutations.
 `make fuzz` runs the full batch as one process instead, for one summary line:
 `python -m tests.fuzz_programs 10000`.
 
@@ -27,6 +28,7 @@ from tests.conftest import FULL_FUZZ
 from tests.fuzz_programs import XLA_NAN_DROPPING_SIZE, fuzz
 
 PROGRAMS, HLO, BLOCKS = (10_000, 1_000, 40) if FULL_FUZZ else (200, 200, 4)
+X64_PROGRAMS, X64_BLOCKS = (10_000, 40) if FULL_FUZZ else (100, 2)
 
 
 @pytest.mark.fuzz
@@ -36,6 +38,17 @@ def test_random_programs_agree_with_jax_eager(block: int) -> None:
     summary = fuzz(size, first_seed=block * size, hlo=hlo, every_stage=FULL_FUZZ)
     print(summary.line())
     assert summary.programs == size and summary.hlo_cases == hlo
+    assert not summary.unknown(), summary.report()
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("block", range(X64_BLOCKS))
+def test_random_x64_programs_agree_with_jax_eager(block: int) -> None:
+    """The same programs over f64 and i64, under jax.enable_x64(True)."""
+    size = X64_PROGRAMS // X64_BLOCKS
+    summary = fuzz(size, first_seed=block * size, every_stage=FULL_FUZZ, x64=True)
+    print(summary.line())
+    assert summary.programs == size and summary.x64
     assert not summary.unknown(), summary.report()
 
 
