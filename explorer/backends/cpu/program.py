@@ -35,14 +35,15 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
-from . import conv, dots, indexing, random, runtime, window
+from . import conv, dots, indexing, random, runtime, sorting, window
 from .dot_kernels import DotKernel
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
 ENTRY, MEASURED = "program", "program_measured"
 # ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
-LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **window.REFERENCES}
+LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **sorting.REFERENCES,
+         **window.REFERENCES}
 
 
 class ProgramError(Exception):
@@ -114,7 +115,7 @@ class _Writer:
     def op(self, name: str) -> str:
         ops = self.ns["ops"]
         attr = _ident(name)
-        if not hasattr(ops, attr):  # (small convs, gather, scatters, threefry, pooling)
+        if not hasattr(ops, attr):  # (small convs, gather, scatters, threefry, pooling, top_k)
             setattr(ops, attr, LOOPS.get(name, OPS[name].ref))
         return f"ops.{attr}"
 
