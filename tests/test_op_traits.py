@@ -20,8 +20,8 @@ ELEMENTWISE = [name for name, row in OPS.items() if row.kind == OpKind.ELEMENTWI
 # The ops each code generator leaves to the reference interpreter. Adding an op to the table,
 # or a scalar form to a row, changes these sets: update them as a visible choice.
 FALLS_BACK_IN = {
-    "numba": {"digamma", "nextafter", "population_count"},
-    "cuda": {"digamma", "bitcast_convert_type"},
+    "numba": {"digamma", "nextafter", "population_count", "reduce_precision"},
+    "cuda": {"digamma", "bitcast_convert_type", "reduce_precision"},
 }
 
 

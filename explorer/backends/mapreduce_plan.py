@@ -76,7 +76,8 @@ def _folded_axis(g: Graph, n: Node) -> tuple[int, int] | None:
         return n.inputs[0], n.attrs["axes"][0]
     if n.op == "top_k" and _is_rank(g, n.inputs[0], 2) and n.attrs.get("axis", 1) in (1, -1):
         return n.inputs[0], 1
-    if n.op == "dot_general" and _is_rank(g, n.inputs[0], 2):
+    if n.op == "dot_general" and _is_rank(g, n.inputs[0], 2) \
+            and n.dtype == g[n.inputs[0]].dtype:  # (a preferred_element_type converts first)
         lc, rc, lb, rb = dot_dims(n.attrs)
         v = g[n.inputs[1]]
         if not lb and not rb and len(lc) == 1 and rc == (0,) and v.type.rank in (1, 2):  # type: ignore[union-attr]

@@ -84,6 +84,8 @@ def _elementwise_extra(g: Graph, n: Node) -> int:
         return 2 * t.nbytes  # masks and clamped shift amounts
     if n.op in ("population_count", "bitcast_convert_type"):
         return t.nbytes  # an unsigned view's count / a contiguous copy
+    if n.op == "reduce_precision":  # the exponent's bits and three masks (bf16: in float32)
+        return 16 * t.size if t.dtype == "bf16" else t.nbytes + 4 * t.size
     if n.op == "pow" and dtypes.is_int(g[n.inputs[1]].type.dtype):  # type: ignore[union-attr]
         return 16 * t.size  # float64 exponent and result
     src = g[n.inputs[0]].type if n.inputs else None

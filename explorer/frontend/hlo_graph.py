@@ -45,7 +45,7 @@ def from_hlo(text: str, ids: NodeIds | None = None) -> Graph:
 def module_to_graph(module: HloModule, ids: NodeIds | None = None) -> Graph:
     return _Translator(module, ids or NodeIds()).graph(module.entry)
 
-_HLO_DTYPES = {"s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64"}
+_HLO_DTYPES = {"s4": "i4", "s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64"}
 
 
 def convert_shape(s: Shape) -> tuple[Type, bool]:

@@ -32,7 +32,7 @@ _INLINE = {"pjit", "jit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call
            "remat", "remat2", "checkpoint", "closed_call", "core_call", "custom_lin"}
 _SUBJAXPR_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 # Primitives that are the identity on values.
-_IDENTITY = {"stop_gradient", "optimization_barrier", "reduce_precision"}
+_IDENTITY = {"stop_gradient", "optimization_barrier"}
 # JAX primitive name -> our op name, where they differ.
 _RENAME = {"copy_p": "copy"}
 
@@ -100,6 +100,7 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
     b = GraphBuilder(name=_sanitize(fn_name))
     env: dict[Any, int] = {}
     for var, name in zip(closed.jaxpr.invars, names):
+        _check_element_type(var.aval, f"argument {name}", None)
         env[var] = b.param(_aval_type(var.aval), name)
     for var, const in zip(closed.jaxpr.constvars, closed.consts):
         env[var] = _constant(b, const)
@@ -125,6 +126,35 @@ def _constant(b: GraphBuilder, value: Any, source: Source | None = None) -> int:
 def _empty(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     """lax.empty (a buffer scans and linalg gradients fill later): zeros, as JAX lowers it."""
     return [_constant(b, np.zeros(o.aval.shape, o.aval.dtype), source) for o in eqn.outvars]
+
+
+@handles("mul")
+def _mul_out_dtype(b: GraphBuilder, eqn: Any, ins: list[int],
+                   source: Source | None) -> list[int] | None:
+    """lax.mul(x, y, out_dtype=T) as JAX lowers it: each operand converted to T, then
+    multiplied in T. Without out_dtype, the mul row."""
+    if eqn.params.get("out_dtype") is None:
+        return None
+    t = dtypes.from_numpy(eqn.params["out_dtype"])
+    ins = [i if b.type_of(i).dtype == t
+           else b.add("convert_element_type", [i], {"new_dtype": t}, source) for i in ins]
+    return [b.add("mul", ins, {}, source)]
+
+
+@handles("dot_general")
+def _dot_general(b: GraphBuilder, eqn: Any, ins: list[int],
+                 source: Source | None) -> list[int] | None:
+    """dot_general with its preferred_element_type where that changes the result's type
+    (bf16 operands accumulating in f32, int8 in i32); jnp.matmul names the operands' own
+    type, which is no attribute. A form the row does not compute exactly runs in JAX."""
+    attrs = {"dimension_numbers": _convert(eqn.params["dimension_numbers"])}
+    pet = eqn.params.get("preferred_element_type")
+    if pet is not None and dtypes.from_numpy(pet) != b.type_of(ins[0]).dtype:
+        attrs["preferred_element_type"] = dtypes.from_numpy(pet)
+    try:
+        return [b.add("dot_general", ins, attrs, source)]
+    except OpError:
+        return _opaque(b, eqn, ins, source)
 
 
 def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None = None) -> None:
@@ -156,6 +186,8 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
             for o, v in zip(eqn.outvars, inner.outvars):
                 env[o] = _read(b, sub_env, v, call_site)
             continue
+        for o in eqn.outvars:  # what becomes a node must have a type the IR has
+            _check_element_type(o.aval, name, source)
         outs = HANDLERS[name](b, eqn, ins, source) if name in HANDLERS else None
         if outs is not None:  # a handler returns None to leave an equation to its row
             for o, nid in zip(eqn.outvars, outs, strict=True):
@@ -175,13 +207,23 @@ def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None
                 env[o] = nid
             continue
         typ = b.type_of(nid)
-        if len(eqn.outvars) == 1:
+        if len(eqn.outvars) == 1 and not isinstance(typ, TupleType):  # split into one: a tuple
             _check_type(eqn.outvars[0], typ, name, source)
             env[eqn.outvars[0]] = nid
         else:
             for k, o in enumerate(eqn.outvars):
                 env[o] = b.add("get_tuple_element", [nid], {"index": k}, source)
                 _check_type(o, b.type_of(env[o]), name, source)
+
+
+def inline(b: GraphBuilder, closed: Any, ins: Sequence[int], source: Source | None) -> list[int]:
+    """A (closed) sub-jaxpr's equations emitted into `b` on the nodes `ins`; its outputs."""
+    inner = getattr(closed, "jaxpr", closed)
+    env: dict[Any, int] = dict(zip(inner.invars, ins, strict=True))
+    for var, c in zip(inner.constvars, getattr(closed, "consts", ())):
+        env[var] = _constant(b, c, source)
+    _emit(b, inner, env, source)
+    return [_read(b, env, v, source) for v in inner.outvars]
 
 
 def jaxpr_to_graph(closed: Any, name: str, outer: Source | None = None) -> Graph:
@@ -297,6 +339,20 @@ def _check_type(var: Any, typ: Any, prim: str, source: Source | None) -> None:
     expected = _aval_type(var.aval)
     if typ != expected:  # our shape rule disagrees with JAX's: a bug in the op table
         raise TraceError(f"internal: {prim} at {source} gives {typ} here but {expected} in JAX")
+
+
+def _check_element_type(aval: Any, prim: str, s: Source | None) -> None:
+    """Refuse an element type the IR lacks (float8, int2) where it first appears, naming it
+    and the user's line, rather than failing later or computing it in another type."""
+    dt = getattr(aval, "dtype", None)
+    if dt is None or is_key(aval):
+        return
+    try:
+        dtypes.from_numpy(dt)
+    except (TypeError, ValueError):
+        where = f" at {s} in {s.function}: `{s.line_text}`" if s else ""
+        raise TraceError(f"element type {dt} ({prim}) is not supported by gambit-explorer"
+                         f"{where}; supported: {', '.join(dtypes.NAMES)}") from None
 
 
 def _aval_type(aval: Any) -> TensorType:

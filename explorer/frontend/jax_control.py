@@ -5,7 +5,8 @@
       constants become loop state that the body returns unchanged, as XLA carries them, so
       the state is (condition constants, body constants, carries)
   cond (lax.cond, lax.switch)                        -> `conditional` on the i32 index, each
-      branch reading its own copy of the shared operands
+      branch reading its own copy of the shared operands; lax.platform_dependent's cond
+      -> the one branch of the platform picked at trace time, inlined
 
 A region's results that JAX returns separately are read with get_tuple_element.
 """
@@ -15,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..ir.builder import GraphBuilder
 from ..ir.graph import Attrs, Graph, Node, Source, TensorType, TupleType
 from ..ir.ops import OpError
-from .jax import TraceError, handles, jaxpr_to_graph
+from .jax import TraceError, handles, inline, jaxpr_to_graph
 
 
 def _region(b: GraphBuilder, op: str, ins: Sequence[int], attrs: dict[str, Any],
@@ -59,9 +62,15 @@ def _while(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> 
 
 @handles("cond")
 def _cond(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    index, operands = ins[0], ins[1:]
+    if eqn.params.get("branches_platforms") is not None and b.node(index).op == "constant":
+        # lax.platform_dependent: the index is fixed at trace time (jax_params' platform_index),
+        # and only that branch is kept, as JAX lowers only the branch of the platform it
+        # compiles for; another platform's branch may not even lower here
+        pick = int(np.clip(b.node(index).attrs["value"].array, 0, len(eqn.params["branches"]) - 1))
+        return inline(b, eqn.params["branches"][pick], operands, source)
     branches = tuple(jaxpr_to_graph(br, f"branch{k}", source)
                      for k, br in enumerate(eqn.params["branches"]))
-    index, operands = ins[0], ins[1:]
     return _region(b, "conditional", [index, *operands * len(branches)],
                    {"branches": branches}, source, range(len(eqn.outvars)))
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.builder import GraphBuilder
-from ..ir.graph import Source
+from ..ir.graph import Source, TupleType
 from ..ir.ops import OpError
 from ..ir.ops_indexing import GATHER_DIMS, SCATTER_DIMS, mode_name
 from .arguments import is_key
@@ -29,7 +29,7 @@ def add_row(b: GraphBuilder, eqn: Any, op: str, ins: list[int], attrs: dict[str,
         nid = b.add(op, ins, attrs, source)
     except OpError:  # a form of the primitive our row does not take: JAX runs it
         return _opaque(b, eqn, ins, source)
-    if len(eqn.outvars) == 1:
+    if len(eqn.outvars) == 1 and not isinstance(b.type_of(nid), TupleType):
         return [nid]
     return [b.add("get_tuple_element", [nid], {"index": k}, source)
             for k in range(len(eqn.outvars))]

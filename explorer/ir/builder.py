@@ -17,6 +17,7 @@ class GraphBuilder:
         self.nodes: list[Node] = []
         self.params: list[int] = []
         self.types: dict[int, Type] = {}
+        self._by_id: dict[int, Node] = {}
         self._next = first_id
 
     def _fresh(self) -> int:
@@ -28,6 +29,7 @@ class GraphBuilder:
         """Keep an existing node as it is (same id); passes use this for untouched nodes."""
         self.nodes.append(node)
         self.types[node.id] = node.type
+        self._by_id[node.id] = node
         self._next = max(self._next, node.id + 1)
         if node.op == "parameter":
             self.params.append(node.id)
@@ -48,6 +50,9 @@ class GraphBuilder:
 
     def type_of(self, node_id: int) -> Type:
         return self.types[node_id]
+
+    def node(self, node_id: int) -> Node:
+        return self._by_id[node_id]
 
     def build(self, outputs: Iterable[int]) -> Graph:
         return Graph(self.nodes, self.params, outputs, self.name)

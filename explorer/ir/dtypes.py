@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 
 _BY_NAME: dict[str, np.dtype] = {
     "pred": np.dtype(np.bool_),
+    # 4-bit integers: NumPy holds one per byte (ml_dtypes), XLA packs two; `bits` says 4
+    "i4": np.dtype(ml_dtypes.int4),
+    "u4": np.dtype(ml_dtypes.uint4),
     "i8": np.dtype(np.int8),
     "i16": np.dtype(np.int16),
     "i32": np.dtype(np.int32),
@@ -55,7 +60,18 @@ def is_bool(name: str) -> bool:
 
 
 def itemsize(name: str) -> int:
+    """Bytes an element takes in a NumPy array (a 4-bit integer takes one)."""
     return _BY_NAME[name].itemsize
+
+
+def bits(name: str) -> int:
+    """The element type's width in bits, as XLA counts it (i4: 4, pred: 8)."""
+    return 4 if name in ("i4", "u4") else 8 * _BY_NAME[name].itemsize
+
+
+def iinfo(name: str) -> Any:
+    """The range of an integer type (NumPy's iinfo does not know the 4-bit ones)."""
+    return ml_dtypes.iinfo(_BY_NAME[name])
 
 
 # The C type of each element type a generated CUDA kernel handles.

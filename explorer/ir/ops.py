@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import scipy.special as sp
 
@@ -521,8 +522,8 @@ def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
         x = x.real
     if target == np.bool_:
         return np.asarray(x != 0)
-    if np.issubdtype(target, np.integer) and dtypes.is_float(dtypes.from_numpy(x.dtype)):
-        info = np.iinfo(target)
+    if dtypes.is_int(new_dtype) and dtypes.is_float(dtypes.from_numpy(x.dtype)):
+        info = dtypes.iinfo(new_dtype)  # (int4 too, which np.iinfo does not know)
         # the bounds as floats: min and max + 1 are powers of two (or 0), exact in float64,
         # where max itself may not be (2**63 - 1 rounds up to 2**63)
         lo, hi = float(info.min), float(info.max) + 1.0
@@ -532,6 +533,8 @@ def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
             np.copyto(out, info.max, where=x >= hi)
             np.copyto(out, info.min, where=x <= lo)
         return out
+    if {dtypes.from_numpy(x.dtype), new_dtype} == {"i4", "u4"}:  # ml_dtypes has no such cast
+        x = x.astype(np.int8)  # (then it wraps, as XLA's does)
     return x.astype(target)
 
 
@@ -547,8 +550,8 @@ def _numba_convert(a: list[str], n: Any) -> str:
         return f"({a[0]} != 0)"
     if not dtypes.is_int(new):
         return a[0]
-    info = np.iinfo(dtypes.to_numpy(new))  # _to_int saturates a float at these, wraps an int
-    return f"_to_int({a[0]}, {info.min}, {info.max}, np.{info.dtype.name})"
+    info = dtypes.iinfo(new)  # _to_int saturates a float at these, wraps an int
+    return f"_to_int({a[0]}, {info.min}, {info.max}, np.{dtypes.to_numpy(new).name})"
 
 
 def _c_convert(a: list[str], n: Any) -> str:
@@ -564,6 +567,75 @@ _pointwise("convert_element_type", 1, ("new_dtype",),
            _convert_ref, _per_element(1), _jax_convert,
            lambda rng: ([_rand(rng, (3, 4), low=-5, high=5)], {"new_dtype": "i32"}),
            numba=_numba_convert, cuda=_c_convert)
+
+
+def _reduce_precision_ref(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """lax.reduce_precision as XLA computes it (EmitReducePrecisionIR), on the bits: the
+    mantissa rounds to nearest even by adding a bias and masking the dropped bits; with
+    fewer exponent bits than the type's, what overflows becomes a signed inf and an exponent
+    at or below the reduced minimum (subnormals included) a signed zero; a NaN comes back
+    as it was (XLA's CPU emitter selects the input for NaNs, mantissa_bits 0 included).
+    bfloat16 runs in float32 and converts back, as XLA's CPU backend runs it (so a NaN's
+    payload becomes the canonical quiet NaN), unless the float32 op would be the identity,
+    which XLA removes."""
+    x = np.asarray(x)
+    if x.dtype == dtypes.to_numpy("bf16"):
+        if exponent_bits >= 8 and mantissa_bits >= 23:
+            return x.copy()
+        return _reduce_precision_ref(x.astype(np.float32), exponent_bits,
+                                     mantissa_bits).astype(x.dtype)
+    info = ml_dtypes.finfo(x.dtype)
+    nbits, src_m, src_e = 8 * x.dtype.itemsize, int(info.nmant), int(info.nexp)
+    if mantissa_bits >= src_m and exponent_bits >= src_e:
+        return x.copy()
+    u = np.dtype(f"u{x.dtype.itemsize}").type
+    flat = np.ascontiguousarray(x).reshape(-1)  # (1-d: ufuncs on 0-d arrays give scalars)
+    bits = flat.view(u)
+    sign, exp_mask = u(1 << (nbits - 1)), u(((1 << src_e) - 1) << src_m)
+    is_nan = (bits & ~sign) > exp_mask
+    if mantissa_bits < src_m:  # (in place on one new array: few temporaries)
+        shift = src_m - mantissa_bits
+        last = 1 << shift  # the last mantissa bit kept
+        rounded = bits >> u(shift)
+        rounded &= u(1)
+        rounded += u((last >> 1) - 1)  # the bias: 0111..., +1 where the last bit kept is 1
+        rounded += bits
+        rounded &= u(~(last - 1) & ((1 << nbits) - 1))  # (a carry may reach the exponent)
+        bits = rounded
+    else:
+        bits = bits.copy()
+    if exponent_bits < src_e:
+        src_bias, reduced_bias = (1 << (src_e - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exp_mask
+        over = exponent > u((src_bias + reduced_bias) << src_m)
+        under = exponent <= u((src_bias - reduced_bias) << src_m)  # (never both)
+        del exponent
+        signed = bits & sign
+        np.copyto(bits, signed, where=under)  # a signed zero
+        signed |= exp_mask
+        np.copyto(bits, signed, where=over)  # a signed inf
+    out = bits.view(x.dtype)
+    np.copyto(out, flat, where=is_nan)
+    return out.reshape(x.shape)
+
+
+def _reduce_precision_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
+    t = _elementwise(None, dtypes.is_float, "floating-point")(ts, a)
+    if int(a["exponent_bits"]) < 1 or int(a["mantissa_bits"]) < 0:
+        raise OpError(f"reduce_precision: exponent_bits {a['exponent_bits']} must be at least 1 "
+                      f"and mantissa_bits {a['mantissa_bits']} at least 0")
+    return t
+
+
+def _reduce_precision_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    e, m = ((5, 2), (5, 10), (8, 7), (4, 3))[int(rng.integers(4))]
+    x = (rng.standard_normal((3, 4)) * np.exp(rng.uniform(-12, 12, (3, 4)))).astype(np.float32)
+    return [x], {"exponent_bits": e, "mantissa_bits": m}
+
+
+_pointwise("reduce_precision", 1, ("exponent_bits", "mantissa_bits"), _reduce_precision_infer,
+           _reduce_precision_ref, _per_element(1), _lax("reduce_precision"),
+           _reduce_precision_sample, expr=FALLS_BACK)
 
 
 # ---------------------------------------------------------------- sources
@@ -950,7 +1022,24 @@ def _dot_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     shape = [lhs.shape[d] for d in lb]
     shape += [d for i, d in enumerate(lhs.shape) if i not in lc + lb]
     shape += [d for i, d in enumerate(rhs.shape) if i not in rc + rb]
-    return TensorType(tuple(shape), a.get("preferred_element_type") or lhs.dtype)
+    pet = a.get("preferred_element_type") or lhs.dtype
+    if not _widens(lhs.dtype, pet):
+        raise OpError(f"dot_general: preferred_element_type {pet} for {lhs.dtype} operands is "
+                      f"not a widening the row computes exactly (XLA then multiplies in "
+                      f"{lhs.dtype} and converts the result)")
+    return TensorType(tuple(shape), pet)
+
+
+def _widens(src: str, dst: str) -> bool:
+    """Whether a dot of `src` operands accumulating in `dst` is the product of the operands
+    converted to `dst` (as XLA computes it): the same type, an integer to a float or to an
+    integer at least as wide, or a float to a float that holds it exactly."""
+    if src == dst:
+        return True
+    if dtypes.is_int(src):
+        return dtypes.is_float(dst) or (dtypes.is_int(dst) and dtypes.bits(dst) >= dtypes.bits(src))
+    return (src, dst) in {("bf16", "f32"), ("bf16", "f64"), ("f16", "f32"), ("f16", "f64"),
+                          ("f32", "f64")}
 
 
 def _dot_ref(lhs, rhs, dimension_numbers, preferred_element_type=None):
@@ -990,7 +1079,7 @@ def _dot_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str:
             shape = (math.prod(t.shape),)
         if shape != tuple(t.shape[i] for i in perm):
             e = f"{e}.reshape({shape})"
-        return f"{e}.astype(np.{dtypes.to_numpy(pet).name})" if pet else e
+        return f"{e}.astype({dtypes.to_numpy(pet).name!r})" if pet and pet != t.dtype else e
 
     lf = [i for i in range(lhs.rank) if i not in (*lc, *lb)]  # type: ignore[union-attr]
     rf = [i for i in range(rhs.rank) if i not in (*rc, *rb)]  # type: ignore[union-attr]
@@ -1016,11 +1105,20 @@ def _jax_dot(lhs, rhs, dimension_numbers, preferred_element_type=None):
     return lax.dot_general(lhs, rhs, dimension_numbers, preferred_element_type=pet)
 
 
-_add(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers",), _dot_infer, _dot_ref, _dot_flops,
-           _jax_dot,
-           lambda rng: ([_rand(rng, (2, 3, 4)), _rand(rng, (2, 5, 4))],
-                        {"dimension_numbers": (((2,), (2,)), ((0,), (0,)))}),
-           monoid=MONOIDS["add"], split=Split.ACCUMULATE, program=_dot_program))
+def _dot_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    dims = {"dimension_numbers": (((2,), (2,)), ((0,), (0,)))}
+    kind = int(rng.integers(3))
+    if kind == 0:
+        return [_rand(rng, (2, 3, 4)), _rand(rng, (2, 5, 4))], dims
+    src, pet = (("bf16", "f32"), ("i8", "i32"))[kind - 1]  # mixed precision, int8 products
+    return [_rand(rng, (2, 3, 4), src, -100, 100), _rand(rng, (2, 5, 4), src, -100, 100)], \
+        {**dims, "preferred_element_type": pet}
+
+
+_add(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers", "preferred_element_type"),
+           _dot_infer, _dot_ref, _dot_flops, _jax_dot, _dot_sample,
+           monoid=MONOIDS["add"], split=Split.ACCUMULATE, program=_dot_program,
+           optional=("preferred_element_type",)))
 
 
 # ---------------------------------------------------------------- reductions
@@ -1028,6 +1126,10 @@ _add(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers",), _dot_infer, _do
 
 def _reducer(name: str, fn: Ref, monoid: str, sample_dtype: str = "f32") -> None:
     def ref(x, axes):
+        x = np.asarray(x)
+        if x.size == 0 and fn in (np.max, np.min):  # XLA folds from the monoid's identity
+            identity = MONOIDS[monoid].identity_value(dtypes.from_numpy(x.dtype))
+            return fn(x, axis=tuple(axes), initial=x.dtype.type(identity))
         return fn(x, axis=tuple(axes))
 
     def jax_fn(x, axes):
@@ -1068,8 +1170,14 @@ def _arg(name: str, fn: Ref, monoid: str) -> None:
 
         return getattr(lax, name)(x, axes[0], dtypes.to_numpy(index_dtype))
 
+    def ref(x, axes, index_dtype):
+        x = np.asarray(x)
+        if x.shape[axes[0]] == 0:  # XLA's fold starts from index 0
+            return np.zeros(np.delete(x.shape, axes[0]), dtypes.to_numpy(index_dtype))
+        return fn(x, axis=axes[0])
+
     _add(OpDef(name, OpKind.REDUCE, 1, ("axes", "index_dtype"), _arg_infer,
-               lambda x, axes, index_dtype: fn(x, axis=axes[0]), _reduce_flops, jax_fn,
+               ref, _reduce_flops, jax_fn,
                lambda rng: ([_rand(rng, (3, 4))], {"axes": (1,), "index_dtype": "i32"}),
                monoid=MONOIDS[monoid], split=Split.ARG))
 
@@ -1116,8 +1224,16 @@ def _sort_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
     return first if len(ts) == 1 else TupleType(tuple(ts))
 
 
+def _sort_key(k: np.ndarray) -> np.ndarray:
+    """A key NumPy sorts as lax.sort does (NaNs last): ml_dtypes' floats (bfloat16, float8)
+    compare NaNs as unordered in argsort, so they sort as float32 (exact)."""
+    if k.dtype.kind == "V":  # ml_dtypes' element types, all exact in float32
+        return k.astype(np.float32)
+    return k
+
+
 def _sort_ref(*xs, dimension, is_stable=True, num_keys=1):
-    keys = [np.moveaxis(k, dimension, -1) for k in xs[:num_keys]]
+    keys = [_sort_key(np.moveaxis(k, dimension, -1)) for k in xs[:num_keys]]
     perm = np.lexsort(keys[::-1], axis=-1) if num_keys > 1 else np.argsort(keys[0], axis=-1,
                                                                           kind="stable")
     out = tuple(np.moveaxis(np.take_along_axis(np.moveaxis(x, dimension, -1), perm, -1), -1,

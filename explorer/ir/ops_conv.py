@@ -103,7 +103,8 @@ def _conv_im2col(lhs, rhs, ls, rs, os_, strides, padding, lhs_dilation, rhs_dila
                 axes=range(1, 1 + k))  # (N, *out_spatial, C, *kernel)
     cols = np.ascontiguousarray(np.moveaxis(v, 1 + k, -1))  # (N, *out_spatial, *kernel, C)
     n, out_spatial = cols.shape[0], cols.shape[1:1 + k]
-    out = np.matmul(cols.reshape(n * math.prod(out_spatial), -1), w.reshape(-1, w.shape[-1]))
+    out = np.matmul(cols.reshape(n * math.prod(out_spatial), math.prod(cols.shape[1 + k:])),
+                    w.reshape(math.prod(w.shape[:-1]), w.shape[-1]))
     canonical = np.moveaxis(out.reshape(n, *out_spatial, w.shape[-1]), -1, 1)  # (N, O, *sp)
     return np.transpose(canonical, np.argsort(os_))
 

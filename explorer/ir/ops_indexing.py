@@ -157,12 +157,12 @@ def _gather(take, x, idx, sizes, offset_dims, collapsed_slice_dims, start_index_
     starts = _starts(x.shape, idx, start_index_map, operand_batching_dims,
                      start_indices_batching_dims)
     upper = np.asarray(x.shape) - np.asarray(sizes)
-    out = take(x, np.clip(starts, 0, upper), sizes).reshape(*idx.shape[:-1], *sizes)
+    out = take(x, np.clip(starts, 0, upper), sizes).reshape((*idx.shape[:-1], *sizes))
     if mode == "fill":
         bounds = upper[list(start_index_map)]
         ok = np.all((idx >= 0) & (idx <= bounds), axis=-1)
         fill = default_fill(x.dtype) if fill_value is None else fill_value
-        out = np.where(ok.reshape(*ok.shape, *[1] * len(sizes)), out, np.asarray(fill, x.dtype))
+        out = np.where(ok.reshape((*ok.shape, *[1] * len(sizes))), out, np.asarray(fill, x.dtype))
     drop = tuple(idx.ndim - 1 + d for d in (*collapsed_slice_dims, *operand_batching_dims))
     out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in drop))
     nb = idx.ndim - 1
@@ -248,7 +248,7 @@ def scatter_with(combine: Any, put: Callable[..., None] = put_windows) -> Any:
         # updates as (batch..., window in operand dim order, size 1 where skipped)
         nb = idx.ndim - 1
         moved = np.moveaxis(upd, list(window), list(range(nb, nb + len(window))))
-        moved = moved.reshape(*moved.shape[:nb], *sizes)
+        moved = moved.reshape((*moved.shape[:nb], *sizes))
         starts = _starts(x.shape, idx, scatter_dims_to_operand_dims, operand_batching_dims,
                          scatter_indices_batching_dims)
         upper = np.asarray(x.shape) - np.asarray(sizes)
@@ -257,7 +257,9 @@ def scatter_with(combine: Any, put: Callable[..., None] = put_windows) -> Any:
         fits = np.all((starts >= 0) & (starts <= upper), axis=-1)
         flat_starts = starts[fits]  # (k, rank): the windows that fit whole
         values = moved[fits]  # (k, *sizes)
-        out = np.array(x, copy=True)
+        # C order: the windows are written through a flat view (a copy of a transposed
+        # operand keeps its layout, and reshaping it to flat would copy, losing the writes)
+        out = np.array(x, copy=True, order="C")
         if flat_starts.shape[0]:
             put(out, flat_starts, sizes, values.reshape(len(values), -1), combine)
         return out

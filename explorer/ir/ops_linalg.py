@@ -38,8 +38,8 @@ def _batched(fn: Callable[..., Any], *xs: np.ndarray, batch_rank: int) -> Any:
     batch = xs[0].shape[:batch_rank]
     outs = [fn(*(x[i] for x in xs)) for i in np.ndindex(*batch)]
     if not isinstance(outs[0], tuple):
-        return np.stack(outs).reshape(*batch, *outs[0].shape)
-    return tuple(np.stack(o).reshape(*batch, *o[0].shape) for o in zip(*outs))
+        return np.stack(outs).reshape((*batch, *outs[0].shape))
+    return tuple(np.stack(o).reshape((*batch, *o[0].shape)) for o in zip(*outs))
 
 
 def _batch_axes(ins: Sequence[TensorType], out: Type, a: Attrs) -> dict[int, tuple]:

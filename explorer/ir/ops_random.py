@@ -77,7 +77,7 @@ def _per_key(keys: np.ndarray, fn: Any, *rest: np.ndarray) -> np.ndarray:
     if not outs:
         return np.zeros((*batch, *fn(np.uint32(0), np.uint32(0), *(np.uint32(0) for _ in rest))
                          .shape), np.uint32)
-    return np.stack(outs).reshape(*batch, *outs[0].shape)
+    return np.stack(outs).reshape((*batch, *outs[0].shape))
 
 
 def _typed(keys: Any) -> Any:
@@ -354,7 +354,7 @@ _pointwise("population_count", 1, (), _elementwise(None, dtypes.is_int, "an inte
 def _bitcast_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     (t,) = ts
     new = a["new_dtype"]
-    if dtypes.itemsize(new) != dtypes.itemsize(t.dtype) or "pred" in (new, t.dtype):
+    if dtypes.bits(new) != dtypes.bits(t.dtype) or "pred" in (new, t.dtype):
         raise OpError(f"bitcast_convert_type: {t} to {new} changes the element size; only "
                       f"same-width bitcasts are first-class")
     return TensorType(t.shape, new)
@@ -374,7 +374,8 @@ def _bitcast_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
 
 
 _pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
-           lambda x, new_dtype: np.ascontiguousarray(x).view(dtypes.to_numpy(new_dtype)),
+           # np.asarray, not ascontiguousarray, which makes a 0-d array 1-d
+           lambda x, new_dtype: np.asarray(x, order="C").view(dtypes.to_numpy(new_dtype)),
            lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample,
            numba=lambda a, n: f"_bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
            cuda=FALLS_BACK)

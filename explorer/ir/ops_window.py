@@ -116,6 +116,12 @@ def windows(x: np.ndarray, window: Sequence[int], strides: Sequence[int],
     base, dilation = tuple(base or (1,) * k), tuple(dilation or (1,) * k)
     padded = _padded(x, padding, base, fill, axes)
     reach = [(w - 1) * d + 1 for w, d in zip(window, dilation)]
+    if any(r > padded.shape[a] for a, r in zip(axes, reach)):
+        # a window wider than the padded input fits nowhere: no positions along it (as XLA)
+        shape = list(padded.shape)
+        for a, r, s in zip(axes, reach, strides):
+            shape[a] = max(0, (padded.shape[a] - r) // s + 1) if r <= padded.shape[a] else 0
+        return np.empty((*shape, *window), padded.dtype)
     view = sliding_window_view(padded, reach, axis=axes)
     pick = [slice(None)] * x.ndim
     for a, s in zip(axes, strides):
@@ -206,6 +212,8 @@ def _selected(operand: np.ndarray, select_prim: str, window, strides, padding, b
                          for d, b, (lo, hi) in zip(operand.shape, base, padding))
     starts = window_out_shape(select_prim, operand.shape, window, strides, padding, base,
                               dilation)
+    if min(starts, default=1) == 0:  # no window fits: nothing selected
+        return np.zeros(starts, np.int64), np.asarray(padded_shape)
     if by_offset(window, starts):
         return _selected_by_offset(operand, select_prim, window, strides, padding, base,
                                    dilation, fill, padded_shape, starts)

@@ -76,8 +76,14 @@ def _kernels() -> dict[str, Any]:
             "maximum": put_loop(_max), "minimum": put_loop(_min)}
 
 
+def _compiles(x: np.ndarray) -> bool:
+    """Whether the loops take `x`'s element type: numba lacks complex, float16 and ml_dtypes'
+    types (bfloat16), which keep the reference's fancy indexing."""
+    return x.ndim > 0 and x.dtype.kind in "biuf" and x.dtype != np.float16
+
+
 def take(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
-    if x.ndim == 0 or x.dtype == object or x.dtype.kind == "c":
+    if not _compiles(x):
         from ...ir.ops_indexing import take_windows
 
         return take_windows(x, starts, sizes)
@@ -85,12 +91,12 @@ def take(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     out = np.empty((len(base), len(grid) * run), x.dtype)
     k = _kernels()["take_parallel" if out.size >= PARALLEL_MIN else "take"]
     k(np.ascontiguousarray(x).reshape(-1), base, grid, run, out)
-    return out.reshape(*starts.shape[:-1], -1)
+    return out.reshape((*starts.shape[:-1], -1))
 
 
 def put(out: np.ndarray, starts: np.ndarray, sizes: Sequence[int], values: np.ndarray,
         combine: Any) -> None:
-    if out.dtype.kind == "c" or out.ndim == 0:
+    if not _compiles(out):
         from ...ir.ops_indexing import put_windows
 
         put_windows(out, starts, sizes, values, combine)

@@ -216,6 +216,11 @@ class _Writer:
             self.kernels.append(k)
             if isinstance(k, DotKernel):  # an output fusion's dot: the program's matmul
                 k.matmul = self.ns["matmul"]
+            loop = k.epilogue if isinstance(k, DotKernel) else k
+            if loop.fn is None:  # no numba form (an op or element type): the reference runs it
+                where = f" at {n.source.file}:{n.source.line}" if n.source else ""
+                self.notes.append(f"interpreted: kernel {a['body'].name} %{n.id}{where} "
+                                  f"({loop.reason})")
             fn = self.bind(a["body"].name, k)
             call = f"{self.cast(n.type)}({fn}(_args))"
             gone = [var for var, i in zip(ins, n.inputs) if i in dying and ins.count(var) == 1]
