@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .graph import Attrs, Graph, Node, TensorType, TupleType, Type
-from .ops import OpDef, OpError, _add
+from .ops import OpDef, OpError, register
 from .region_ops import _region_ref, combine_bodies, graph_flops
 from .traits import Emit, OpKind
 
@@ -107,6 +107,6 @@ def _scan_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
     return results[0] if len(results) == 1 else TupleType(tuple(results))
 
 
-_add(OpDef("scan", OpKind.REGION, None, ("length", "reverse", "num_consts", "num_carry", "body"),
-           _scan_infer, _region_ref, lambda ins, out, a: region_flops(ins, out, a, "scan"),
-           emit=Emit.REGION))
+register(OpDef("scan", OpKind.REGION, None, ("length", "reverse", "num_consts", "num_carry", "body"),
+               _scan_infer, _region_ref, lambda ins, out, a: region_flops(ins, out, a, "scan"),
+               emit=Emit.REGION))

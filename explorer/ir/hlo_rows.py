@@ -17,7 +17,7 @@ from typing import Any
 from . import dtypes
 from .control_ops import combine_bodies
 from .graph import Attrs, TensorType, TupleType, Type
-from .ops import OpDef, OpError, _add, _no_flops, _tensor
+from .ops import OpDef, OpError, no_flops, register, tensor_type
 from .region_ops import _region_infer, _region_ref, graph_flops, region_flops, region_result
 from .traits import Emit, OpKind
 
@@ -55,16 +55,16 @@ def _opaque_jax(*args: Any, opcode: str = "?", impl: Any = None, **attrs: Any) -
 # attrs: opcode (HLO's or JAX's primitive name), text (the instruction as XLA printed it, or
 # the primitive's parameters), type (our type's text) and, for a JAX primitive without a row
 # (frontend/jax.py), `impl` (ir/opaque.py): what every backend runs it with.
-_add(OpDef("opaque", OpKind.OTHER, None, ("opcode", "text", "type", "impl"),
-           lambda ts, a: type_from_text(a["type"]), _opaque_ref, _no_flops, _opaque_jax,
-           optional=("impl",)))
-_add(OpDef("tuple", OpKind.SHAPE, None, (), lambda ts, a: TupleType(tuple(_tensor(t, "tuple element")
-                                                                     for t in ts)),
-           lambda *xs: tuple(xs), _no_flops))
+register(OpDef("opaque", OpKind.OTHER, None, ("opcode", "text", "type", "impl"),
+               lambda ts, a: type_from_text(a["type"]), _opaque_ref, no_flops, _opaque_jax,
+               optional=("impl",)))
+register(OpDef("tuple", OpKind.SHAPE, None, (),
+               lambda ts, a: TupleType(tuple(tensor_type(t, "tuple element") for t in ts)),
+               lambda *xs: tuple(xs), no_flops))
 
 # `call`: a call of another computation (HLO's call; attrs: body).
-_add(OpDef("call", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops,
-           emit=Emit.REGION))
+register(OpDef("call", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops,
+               emit=Emit.REGION))
 
 
 def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
@@ -82,8 +82,8 @@ def _while_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
 
 # `while`: attrs cond, body (Graphs over the loop state, one parameter per state element).
 # FLOPs count one trip (ir/control_ops.combine_bodies): the trip count is a run-time value.
-_add(OpDef("while", OpKind.REGION, None, ("cond", "body"), _while_infer, _region_ref,
-           lambda ins, out, a: combine_bodies("while", a, graph_flops), emit=Emit.REGION))
+register(OpDef("while", OpKind.REGION, None, ("cond", "body"), _while_infer, _region_ref,
+               lambda ins, out, a: combine_bodies("while", a, graph_flops), emit=Emit.REGION))
 
 
 def _branch_arity(branches: Sequence[Any]) -> list[int]:
@@ -115,5 +115,5 @@ def _conditional_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
 # `conditional`: attrs branches (a tuple of Graphs). Inputs: the selector, then each branch's
 # operands in branch order. A pred selector picks branches[1] when true (as select_n does);
 # an i32 selector out of range picks the last branch (as XLA does).
-_add(OpDef("conditional", OpKind.REGION, None, ("branches",), _conditional_infer, _region_ref,
-           _conditional_flops, emit=Emit.REGION))
+register(OpDef("conditional", OpKind.REGION, None, ("branches",), _conditional_infer, _region_ref,
+               _conditional_flops, emit=Emit.REGION))

@@ -15,6 +15,18 @@ Region ops (`kernel`, `loop`) are in ir/region_ops.py, the rows of imported HLO 
 emit in one module per family: ir/ops_indexing.py (gather, scatter), ops_conv.py, ops_window.py
 (pooling and its gradients), ops_random.py (PRNG, bit ops), ops_linalg.py. This module imports
 them all at its end, so OPS is complete whenever it is imported.
+
+For the helper modules (ops_*.py, control_ops.py, region_ops.py, hlo_rows.py), the public names
+they declare rows with (everything else here with a leading underscore is this module's own):
+
+    register            add one OpDef row to OPS
+    pointwise           register an elementwise row (split MAP, fuse POINTWISE, scalar forms)
+    elementwise_infer   the shape/dtype rule of an elementwise op
+    tensor_type         an operand's type as a TensorType, or OpError if it is a tuple
+    per_element_flops   the FLOP rule "k per result element"
+    no_flops            the FLOP rule of rows that only move data: 0
+    sample_array        a random input array for a row's `sample` (the op tests)
+    pad_reference       the NumPy reference of `pad`, which conv and window rows reuse
 """
 
 from __future__ import annotations
@@ -103,7 +115,9 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def _add(op: OpDef) -> None:
+def register(op: OpDef) -> None:
+    """Add `op` to OPS; a helper module calls it once per row, at import. A name may be
+    registered once, and an elementwise row must give every dialect a scalar form."""
     assert op.name not in OPS, op.name
     assert op.kind != OpKind.ELEMENTWISE or set(op.scalar) == set(DIALECTS), op.name
     OPS[op.name] = op
@@ -119,7 +133,9 @@ def get(name: str) -> OpDef:
 # ---------------------------------------------------------------- shape/dtype rule helpers
 
 
-def _tensor(t: Type, what: str) -> TensorType:
+def tensor_type(t: Type, what: str) -> TensorType:
+    """`t` if it is a tensor, else OpError saying `what` must be one: shape rules call it on
+    operands (or region outputs) that could be tuples."""
     if not isinstance(t, TensorType):
         raise OpError(f"{what} must be a tensor, got tuple {t}")
     return t
@@ -145,10 +161,14 @@ def _same(op: str, ts: Sequence[TensorType]) -> TensorType:
     return TensorType(shape, ts[0].dtype)
 
 
-def _elementwise(out_dtype: str | None = None, require: Callable[[str], bool] | None = None,
-                 what: str = "") -> Infer:
+def elementwise_infer(out_dtype: str | None = None, require: Callable[[str], bool] | None = None,
+                      what: str = "") -> Infer:
+    """The shape/dtype rule of an elementwise op: operands broadcast as lax does and share an
+    element type, which must pass `require` (else OpError: "is not {what}"); the result has
+    that shape and `out_dtype`, or the operands' element type."""
+
     def infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
-        t = _same("elementwise op", [_tensor(x, "operand") for x in ts])
+        t = _same("elementwise op", [tensor_type(x, "operand") for x in ts])
         if require is not None and not require(t.dtype):
             raise OpError(f"operand element type {t.dtype} is not {what}")
         return TensorType(t.shape, out_dtype or t.dtype)
@@ -187,14 +207,17 @@ def _is_intlike(d: str) -> bool:
 # ---------------------------------------------------------------- cost helpers
 
 
-def _per_element(k: int) -> Flops:
+def per_element_flops(k: int) -> Flops:
+    """The FLOP rule of a row that costs `k` per element of its result."""
+
     def flops(ins: Sequence[TensorType], out: Type, attrs: Attrs) -> int:
         return k * out.size  # type: ignore[union-attr]
 
     return flops
 
 
-def _no_flops(ins: Sequence[TensorType], out: Type, attrs: Attrs) -> int:
+def no_flops(ins: Sequence[TensorType], out: Type, attrs: Attrs) -> int:
+    """The FLOP rule of a row that only moves, selects or relabels data: 0."""
     return 0
 
 
@@ -205,8 +228,10 @@ def _reduce_flops(ins: Sequence[TensorType], out: Type, attrs: Attrs) -> int:
 # ---------------------------------------------------------------- samples for the op tests
 
 
-def _rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "f32",
-          low: float = -2.0, high: float = 2.0) -> np.ndarray:
+def sample_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "f32",
+                 low: float = -2.0, high: float = 2.0) -> np.ndarray:
+    """A random array for a row's `sample` (the op tests' inputs): floats uniform in
+    [low, high), integers a little wider (non-negative if unsigned), pred coin flips."""
     npd = dtypes.to_numpy(dtype)
     if dtypes.is_bool(dtype):
         return rng.random(shape) < 0.5
@@ -217,11 +242,12 @@ def _rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "f32",
 
 
 def _unary_sample(dtype: str = "f32", low: float = -2.0, high: float = 2.0):
-    return lambda rng: ([_rand(rng, (3, 4), dtype, low, high)], {})
+    return lambda rng: ([sample_array(rng, (3, 4), dtype, low, high)], {})
 
 
 def _binary_sample(dtype: str = "f32", low: float = -2.0, high: float = 2.0):
-    return lambda rng: ([_rand(rng, (3, 4), dtype, low, high), _rand(rng, (3, 4), dtype, low, high)], {})
+    return lambda rng: ([sample_array(rng, (3, 4), dtype, low, high),
+                         sample_array(rng, (3, 4), dtype, low, high)], {})
 
 
 # ---------------------------------------------------------------- elementwise rows
@@ -236,11 +262,11 @@ def _lax(name: str) -> Callable[..., Any]:
     return call
 
 
-def _pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infer, ref: Ref,
-               flops: Flops, jax: Callable[..., Any], sample: Any, *, expr: Any = None,
-               hlo: str | tuple[tuple[str, dict[str, Any]], ...] = (),
-               optional: tuple[str, ...] = (), **dialects: Any) -> None:
-    """An elementwise row: it maps chunks to chunks and fuses pointwise. Scalar forms, as
+def pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infer, ref: Ref,
+              flops: Flops, jax: Callable[..., Any], sample: Any, *, expr: Any = None,
+              hlo: str | tuple[tuple[str, dict[str, Any]], ...] = (),
+              optional: tuple[str, ...] = (), **dialects: Any) -> None:
+    """Register an elementwise row: it maps chunks to chunks and fuses pointwise. Scalar forms, as
     traits.scalar_expr reads them: `expr` is shared by every dialect; a keyword named after a
     dialect (numba=..., cuda=...) gives that dialect's, and FALLS_BACK says it has none.
     `hlo`: an opcode name, or (opcode, attrs) pairs."""
@@ -248,23 +274,23 @@ def _pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infe
     forms = {d: dialects.get(d, expr) for d in DIALECTS}
     missing = [d for d, f in forms.items() if f is None]
     assert not missing, f"{name}: no scalar form for {missing} (give one, or FALLS_BACK)"
-    _add(OpDef(name, OpKind.ELEMENTWISE, arity, attrs, infer, ref, flops, jax, sample,
-               split=Split.MAP, fuse=Fuse.POINTWISE, scalar=forms,
-               hlo=((hlo, {}),) if isinstance(hlo, str) else hlo, optional=optional))
+    register(OpDef(name, OpKind.ELEMENTWISE, arity, attrs, infer, ref, flops, jax, sample,
+                   split=Split.MAP, fuse=Fuse.POINTWISE, scalar=forms,
+                   hlo=((hlo, {}),) if isinstance(hlo, str) else hlo, optional=optional))
 
 
 def _unary(name: str, ref: Ref, cost: int = 1, lax_name: str | None = None,
            require: Callable[[str], bool] | None = _is_float, what: str = "floating-point",
            out: str | None = None, sample=None, **traits: Any) -> None:
-    _pointwise(name, 1, (), _elementwise(out, require, what), ref, _per_element(cost),
-               _lax(lax_name or name), sample or _unary_sample(), **traits)
+    pointwise(name, 1, (), elementwise_infer(out, require, what), ref, per_element_flops(cost),
+              _lax(lax_name or name), sample or _unary_sample(), **traits)
 
 
 def _binary(name: str, ref: Ref, cost: int = 1, lax_name: str | None = None,
             require: Callable[[str], bool] | None = None, what: str = "",
             out: str | None = None, sample=None, **traits: Any) -> None:
-    _pointwise(name, 2, (), _elementwise(out, require, what), ref, _per_element(cost),
-               _lax(lax_name or name), sample or _binary_sample(), **traits)
+    pointwise(name, 2, (), elementwise_infer(out, require, what), ref, per_element_flops(cost),
+              _lax(lax_name or name), sample or _binary_sample(), **traits)
 
 
 def _math(name: str, ref: Ref, cost: int = 4, np_name: str | None = None, c_name: str | None = None,
@@ -301,7 +327,7 @@ def _rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _nonzero_sample(dtype: str):
     def sample(rng):
-        a = _rand(rng, (3, 4), dtype, -9, 9)
+        a = sample_array(rng, (3, 4), dtype, -9, 9)
         magnitude = rng.integers(1, 6, size=(3, 4)) if dtypes.is_int(dtype) else rng.uniform(
             0.5, 5, size=(3, 4))
         b = (magnitude * np.where(rng.random((3, 4)) < 0.5, -1, 1)).astype(dtypes.to_numpy(dtype))
@@ -381,17 +407,17 @@ _unary("is_finite", np.isfinite, out="pred", numba="np.isfinite", cuda="isfinite
 _unary("not", np.invert, lax_name="bitwise_not", require=_is_intlike, what="integer or pred",
        sample=_unary_sample("i32"), numba=_not, cuda=_c_not, hlo="not")
 _unary("square", np.square, require=_is_num, what="numeric", expr="({0} * {0})")
-_pointwise("round", 1, ("rounding_method",), _elementwise(None, _is_float, "floating-point"),
-           _round, _per_element(1), _jax_round,
-           lambda rng: ([_rand(rng, (3, 4), low=-4, high=4)], {"rounding_method": 1}),
-           numba=_numba_round, cuda=_c_round, optional=("rounding_method",),
-           hlo=(("round-nearest-afz", {"rounding_method": 0}),
-                ("round-nearest-even", {"rounding_method": 1})))
-_pointwise("integer_pow", 1, ("y",), _elementwise(None, _is_num, "numeric"),
-           lambda x, y: np.power(x, y) if y >= 0 else 1 / np.power(x, -y),
-           lambda ins, out, attrs: out.size * max(1, abs(int(attrs["y"]))),
-           _lax("integer_pow"), lambda rng: ([_rand(rng, (3, 4))], {"y": 3}),
-           expr=_integer_pow_expr)
+pointwise("round", 1, ("rounding_method",), elementwise_infer(None, _is_float, "floating-point"),
+          _round, per_element_flops(1), _jax_round,
+          lambda rng: ([sample_array(rng, (3, 4), low=-4, high=4)], {"rounding_method": 1}),
+          numba=_numba_round, cuda=_c_round, optional=("rounding_method",),
+          hlo=(("round-nearest-afz", {"rounding_method": 0}),
+               ("round-nearest-even", {"rounding_method": 1})))
+pointwise("integer_pow", 1, ("y",), elementwise_infer(None, _is_num, "numeric"),
+          lambda x, y: np.power(x, y) if y >= 0 else 1 / np.power(x, -y),
+          lambda ins, out, attrs: out.size * max(1, abs(int(attrs["y"]))),
+          _lax("integer_pow"), lambda rng: ([sample_array(rng, (3, 4))], {"y": 3}),
+          expr=_integer_pow_expr)
 
 _binary("add", np.add, expr="({0} + {1})", hlo="add")
 _binary("add_any", np.add, lax_name="add", expr="({0} + {1})")
@@ -420,14 +446,14 @@ def _pow_ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _pow_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    base = _rand(rng, (3, 4), low=0.1, high=3)
+    base = sample_array(rng, (3, 4), low=0.1, high=3)
     if rng.integers(2):
         return [base, rng.integers(-4, 6, size=(3, 4)).astype(np.int32)], {}
-    return [base, _rand(rng, (3, 4))], {}
+    return [base, sample_array(rng, (3, 4))], {}
 
 
-_pointwise("pow", 2, (), _pow_infer, _pow_ref, _per_element(8), _lax("pow"), _pow_sample,
-           numba="np.power", cuda="pow", hlo="power")
+pointwise("pow", 2, (), _pow_infer, _pow_ref, per_element_flops(8), _lax("pow"), _pow_sample,
+          numba="np.power", cuda="pow", hlo="power")
 _binary("max", np.maximum, expr="_max", hlo="maximum")
 _binary("min", np.minimum, expr="_min", hlo="minimum")
 _binary("atan2", np.arctan2, 8, require=_is_float, what="floating-point", numba="np.arctan2",
@@ -452,8 +478,8 @@ def _jax_copy(x: Any) -> Any:
     return jnp.array(x, copy=True)
 
 
-_pointwise("copy", 1, (), _elementwise(), np.copy, _no_flops, _jax_copy, _unary_sample(),
-           expr="{0}", hlo="copy")
+pointwise("copy", 1, (), elementwise_infer(), np.copy, no_flops, _jax_copy, _unary_sample(),
+          expr="{0}", hlo="copy")
 
 
 def _select_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -492,11 +518,12 @@ def _c_select(a: list[str], n: Any) -> str:
     return expr
 
 
-_pointwise("select_n", None, (), _select_infer, _select_ref, _per_element(1), _lax("select_n"),
-           lambda rng: ([_rand(rng, (3, 4), "pred"), _rand(rng, (3, 4)), _rand(rng, (3, 4))], {})
-           if rng.integers(2) else ([rng.integers(0, 3, size=(3, 4)).astype(np.int32),
-                                     *(_rand(rng, (3, 4)) for _ in range(3))], {}),
-           numba=_numba_select, cuda=_c_select)
+pointwise("select_n", None, (), _select_infer, _select_ref, per_element_flops(1), _lax("select_n"),
+          lambda rng: ([sample_array(rng, (3, 4), "pred"), sample_array(rng, (3, 4)),
+                        sample_array(rng, (3, 4))], {})
+          if rng.integers(2) else ([rng.integers(0, 3, size=(3, 4)).astype(np.int32),
+                                    *(sample_array(rng, (3, 4)) for _ in range(3))], {}),
+          numba=_numba_select, cuda=_c_select)
 
 
 def _clamp_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -507,10 +534,10 @@ def _clamp_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return x
 
 
-_pointwise("clamp", 3, (), _clamp_infer, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
-           _per_element(2), _lax("clamp"),
-           lambda rng: ([np.float32(-0.5), _rand(rng, (3, 4)), np.float32(0.7)], {}),
-           expr="_min(_max({1}, {0}), {2})", hlo="clamp")
+pointwise("clamp", 3, (), _clamp_infer, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
+          per_element_flops(2), _lax("clamp"),
+          lambda rng: ([np.float32(-0.5), sample_array(rng, (3, 4)), np.float32(0.7)], {}),
+          expr="_min(_max({1}, {0}), {2})", hlo="clamp")
 
 
 def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
@@ -562,11 +589,11 @@ def _c_convert(a: list[str], n: Any) -> str:
     return f"_to_int<{c}>({a[0]})" if dtypes.is_int(new) else f"(({c}){a[0]})"
 
 
-_pointwise("convert_element_type", 1, ("new_dtype",),
-           lambda ts, a: TensorType(ts[0].shape, dtypes.to_numpy(a["new_dtype"]) and a["new_dtype"]),
-           _convert_ref, _per_element(1), _jax_convert,
-           lambda rng: ([_rand(rng, (3, 4), low=-5, high=5)], {"new_dtype": "i32"}),
-           numba=_numba_convert, cuda=_c_convert)
+pointwise("convert_element_type", 1, ("new_dtype",),
+          lambda ts, a: TensorType(ts[0].shape, dtypes.to_numpy(a["new_dtype"]) and a["new_dtype"]),
+          _convert_ref, per_element_flops(1), _jax_convert,
+          lambda rng: ([sample_array(rng, (3, 4), low=-5, high=5)], {"new_dtype": "i32"}),
+          numba=_numba_convert, cuda=_c_convert)
 
 
 def _reduce_precision_ref(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
@@ -620,7 +647,7 @@ def _reduce_precision_ref(x: np.ndarray, exponent_bits: int, mantissa_bits: int)
 
 
 def _reduce_precision_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
-    t = _elementwise(None, dtypes.is_float, "floating-point")(ts, a)
+    t = elementwise_infer(None, dtypes.is_float, "floating-point")(ts, a)
     if int(a["exponent_bits"]) < 1 or int(a["mantissa_bits"]) < 0:
         raise OpError(f"reduce_precision: exponent_bits {a['exponent_bits']} must be at least 1 "
                       f"and mantissa_bits {a['mantissa_bits']} at least 0")
@@ -633,9 +660,9 @@ def _reduce_precision_sample(rng: np.random.Generator) -> tuple[list[np.ndarray]
     return [x], {"exponent_bits": e, "mantissa_bits": m}
 
 
-_pointwise("reduce_precision", 1, ("exponent_bits", "mantissa_bits"), _reduce_precision_infer,
-           _reduce_precision_ref, _per_element(1), _lax("reduce_precision"),
-           _reduce_precision_sample, expr=FALLS_BACK)
+pointwise("reduce_precision", 1, ("exponent_bits", "mantissa_bits"), _reduce_precision_infer,
+          _reduce_precision_ref, per_element_flops(1), _lax("reduce_precision"),
+          _reduce_precision_sample, expr=FALLS_BACK)
 
 
 # ---------------------------------------------------------------- sources
@@ -653,10 +680,10 @@ def _bound(*args: Any, **attrs: Any) -> Any:
 
 
 # A parameter's type is declared, not inferred: the verifier checks it against `params`.
-_add(OpDef("parameter", OpKind.SOURCE, 0, ("index",), _bound, _bound, _no_flops,
-           optional=("index",)))
-_add(OpDef("constant", OpKind.SOURCE, 0, ("value",), _constant_infer,
-           lambda value: value.array, _no_flops, lambda value: value.array))
+register(OpDef("parameter", OpKind.SOURCE, 0, ("index",), _bound, _bound, no_flops,
+               optional=("index",)))
+register(OpDef("constant", OpKind.SOURCE, 0, ("value",), _constant_infer,
+               lambda value: value.array, no_flops, lambda value: value.array))
 
 
 def _iota_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -679,8 +706,8 @@ def _jax_iota(dtype: str, shape: tuple[int, ...], dimension: int) -> Any:
     return lax.broadcasted_iota(dtypes.to_numpy(dtype), shape, dimension)
 
 
-_add(OpDef("iota", OpKind.SOURCE, 0, ("dtype", "shape", "dimension"), _iota_infer, _iota_ref,
-           _no_flops, _jax_iota, lambda rng: ([], {"dtype": "i32", "shape": (3, 4), "dimension": 1})))
+register(OpDef("iota", OpKind.SOURCE, 0, ("dtype", "shape", "dimension"), _iota_infer, _iota_ref,
+               no_flops, _jax_iota, lambda rng: ([], {"dtype": "i32", "shape": (3, 4), "dimension": 1})))
 
 
 # ---------------------------------------------------------------- shape ops
@@ -721,10 +748,10 @@ def _broadcast_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) ->
     return f"np.broadcast_to({source}, {tuple(a['shape'])})"
 
 
-_add(OpDef("broadcast_in_dim", OpKind.SHAPE, 1, ("shape", "broadcast_dimensions"), _broadcast_infer,
-           _broadcast_ref, _no_flops, _jax_broadcast,
-           lambda rng: ([_rand(rng, (4,))], {"shape": (3, 4), "broadcast_dimensions": (1,)}),
-           view=View.STRIDED, split=Split.MAP, fuse=Fuse.POINTWISE, program=_broadcast_program))
+register(OpDef("broadcast_in_dim", OpKind.SHAPE, 1, ("shape", "broadcast_dimensions"), _broadcast_infer,
+               _broadcast_ref, no_flops, _jax_broadcast,
+               lambda rng: ([sample_array(rng, (4,))], {"shape": (3, 4), "broadcast_dimensions": (1,)}),
+               view=View.STRIDED, split=Split.MAP, fuse=Fuse.POINTWISE, program=_broadcast_program))
 
 
 def _reshape_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -735,11 +762,11 @@ def _reshape_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(new, t.dtype)
 
 
-_add(OpDef("reshape", OpKind.SHAPE, 1, ("new_sizes",), _reshape_infer,
-           lambda x, new_sizes: np.reshape(x, new_sizes), _no_flops,
-           lambda x, new_sizes: _lax("reshape")(x, tuple(new_sizes)),
-           lambda rng: ([_rand(rng, (3, 4))], {"new_sizes": (2, 6)}), view=View.RESHAPE,
-           split=Split.MAP, program=lambda x, ts, out, a: f"{x[0]}.reshape({tuple(a['new_sizes'])})"))
+register(OpDef("reshape", OpKind.SHAPE, 1, ("new_sizes",), _reshape_infer,
+               lambda x, new_sizes: np.reshape(x, new_sizes), no_flops,
+               lambda x, new_sizes: _lax("reshape")(x, tuple(new_sizes)),
+               lambda rng: ([sample_array(rng, (3, 4))], {"new_sizes": (2, 6)}), view=View.RESHAPE,
+               split=Split.MAP, program=lambda x, ts, out, a: f"{x[0]}.reshape({tuple(a['new_sizes'])})"))
 
 
 def _transpose_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -750,11 +777,11 @@ def _transpose_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(t.shape[p] for p in perm), t.dtype)
 
 
-_add(OpDef("transpose", OpKind.SHAPE, 1, ("permutation",), _transpose_infer,
-           lambda x, permutation: np.transpose(x, permutation), _no_flops, _lax("transpose"),
-           lambda rng: ([_rand(rng, (2, 3, 4))], {"permutation": (2, 0, 1)}), view=View.STRIDED,
-           split=Split.MAP,
-           program=lambda x, ts, out, a: f"{x[0]}.transpose({tuple(a['permutation'])})"))
+register(OpDef("transpose", OpKind.SHAPE, 1, ("permutation",), _transpose_infer,
+               lambda x, permutation: np.transpose(x, permutation), no_flops, _lax("transpose"),
+               lambda rng: ([sample_array(rng, (2, 3, 4))], {"permutation": (2, 0, 1)}), view=View.STRIDED,
+               split=Split.MAP,
+               program=lambda x, ts, out, a: f"{x[0]}.transpose({tuple(a['permutation'])})"))
 
 
 def _squeeze_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -766,10 +793,10 @@ def _squeeze_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(s for i, s in enumerate(t.shape) if i not in dims), t.dtype)
 
 
-_add(OpDef("squeeze", OpKind.SHAPE, 1, ("dimensions",), _squeeze_infer,
-           lambda x, dimensions: np.squeeze(x, tuple(dimensions)), _no_flops, _lax("squeeze"),
-           lambda rng: ([_rand(rng, (3, 1, 4))], {"dimensions": (1,)}), view=View.RESHAPE,
-           split=Split.MAP))
+register(OpDef("squeeze", OpKind.SHAPE, 1, ("dimensions",), _squeeze_infer,
+               lambda x, dimensions: np.squeeze(x, tuple(dimensions)), no_flops, _lax("squeeze"),
+               lambda rng: ([sample_array(rng, (3, 1, 4))], {"dimensions": (1,)}), view=View.RESHAPE,
+               split=Split.MAP))
 
 
 def _expand_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -782,16 +809,16 @@ def _expand_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(1 if i in dims else next(it) for i in range(rank)), t.dtype)
 
 
-_add(OpDef("expand_dims", OpKind.SHAPE, 1, ("dimensions",), _expand_infer,
-           lambda x, dimensions: np.expand_dims(x, tuple(dimensions)), _no_flops,
-           _lax("expand_dims"), lambda rng: ([_rand(rng, (3, 4))], {"dimensions": (0, 2)}),
-           view=View.RESHAPE, split=Split.MAP))
+register(OpDef("expand_dims", OpKind.SHAPE, 1, ("dimensions",), _expand_infer,
+               lambda x, dimensions: np.expand_dims(x, tuple(dimensions)), no_flops,
+               _lax("expand_dims"), lambda rng: ([sample_array(rng, (3, 4))], {"dimensions": (0, 2)}),
+               view=View.RESHAPE, split=Split.MAP))
 
-_add(OpDef("rev", OpKind.SHAPE, 1, ("dimensions",),
-           lambda ts, a: (_axes(a, ts[0].rank, "dimensions"), ts[0])[1],
-           lambda x, dimensions: np.flip(x, tuple(dimensions)) if dimensions else x,
-           _no_flops, _lax("rev"), lambda rng: ([_rand(rng, (3, 4))], {"dimensions": (1,)}),
-           view=View.STRIDED, split=Split.MAP))
+register(OpDef("rev", OpKind.SHAPE, 1, ("dimensions",),
+               lambda ts, a: (_axes(a, ts[0].rank, "dimensions"), ts[0])[1],
+               lambda x, dimensions: np.flip(x, tuple(dimensions)) if dimensions else x,
+               no_flops, _lax("rev"), lambda rng: ([sample_array(rng, (3, 4))], {"dimensions": (1,)}),
+               view=View.STRIDED, split=Split.MAP))
 
 
 def _slice_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -813,11 +840,11 @@ def _slice_ref(x, start_indices, limit_indices, strides=None):
     return x[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
 
 
-_add(OpDef("slice", OpKind.SHAPE, 1, ("start_indices", "limit_indices", "strides"), _slice_infer,
-           _slice_ref, _no_flops, _lax("slice"),
-           lambda rng: ([_rand(rng, (5, 6))], {"start_indices": (1, 0), "limit_indices": (4, 6),
-                                               "strides": (1, 2)}),
-           view=View.STRIDED, split=Split.MAP, optional=("strides",)))
+register(OpDef("slice", OpKind.SHAPE, 1, ("start_indices", "limit_indices", "strides"), _slice_infer,
+               _slice_ref, no_flops, _lax("slice"),
+               lambda rng: ([sample_array(rng, (5, 6))], {"start_indices": (1, 0), "limit_indices": (4, 6),
+                                                          "strides": (1, 2)}),
+               view=View.STRIDED, split=Split.MAP, optional=("strides",)))
 
 
 def _dyn_slice_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -847,9 +874,9 @@ def _jax_dyn_slice(x, *idx, slice_sizes):
     return lax.dynamic_slice(x, idx, slice_sizes)
 
 
-_add(OpDef("dynamic_slice", OpKind.SHAPE, None, ("slice_sizes",), _dyn_slice_infer, _dyn_slice_ref,
-           _no_flops, _jax_dyn_slice,
-           lambda rng: ([_rand(rng, (5, 6)), np.int32(2), np.int32(5)], {"slice_sizes": (2, 3)})))
+register(OpDef("dynamic_slice", OpKind.SHAPE, None, ("slice_sizes",), _dyn_slice_infer, _dyn_slice_ref,
+               no_flops, _jax_dyn_slice,
+               lambda rng: ([sample_array(rng, (5, 6)), np.int32(2), np.int32(5)], {"slice_sizes": (2, 3)})))
 
 
 def _dyn_update_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -874,9 +901,10 @@ def _jax_dyn_update(x, upd, *idx):
     return lax.dynamic_update_slice(x, upd, idx)
 
 
-_add(OpDef("dynamic_update_slice", OpKind.SHAPE, None, (), _dyn_update_infer, _dyn_update_ref,
-           _no_flops, _jax_dyn_update,
-           lambda rng: ([_rand(rng, (5, 6)), _rand(rng, (2, 2)), np.int32(1), np.int32(9)], {})))
+register(OpDef("dynamic_update_slice", OpKind.SHAPE, None, (), _dyn_update_infer, _dyn_update_ref,
+               no_flops, _jax_dyn_update,
+               lambda rng: ([sample_array(rng, (5, 6)), sample_array(rng, (2, 2)), np.int32(1),
+                             np.int32(9)], {})))
 
 
 def _concat_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -902,10 +930,10 @@ def _jax_concat(*xs, dimension):
     return lax.concatenate(xs, dimension)
 
 
-_add(OpDef("concatenate", OpKind.SHAPE, None, ("dimension",), _concat_infer,
-           lambda *xs, dimension: np.concatenate(xs, axis=dimension), _no_flops, _jax_concat,
-           lambda rng: ([_rand(rng, (2, 3)), _rand(rng, (4, 3))], {"dimension": 0}),
-           split=Split.MAP))
+register(OpDef("concatenate", OpKind.SHAPE, None, ("dimension",), _concat_infer,
+               lambda *xs, dimension: np.concatenate(xs, axis=dimension), no_flops, _jax_concat,
+               lambda rng: ([sample_array(rng, (2, 3)), sample_array(rng, (4, 3))], {"dimension": 0}),
+               split=Split.MAP))
 
 
 def _split_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
@@ -922,9 +950,9 @@ def _split_ref(x, sizes, axis):
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-_add(OpDef("split", OpKind.SHAPE, 1, ("sizes", "axis"), _split_infer, _split_ref, _no_flops,
-           lambda x, sizes, axis: tuple(_lax("split")(x, tuple(sizes), axis)),
-           lambda rng: ([_rand(rng, (5, 4))], {"sizes": (2, 3), "axis": 0})))
+register(OpDef("split", OpKind.SHAPE, 1, ("sizes", "axis"), _split_infer, _split_ref, no_flops,
+               lambda x, sizes, axis: tuple(_lax("split")(x, tuple(sizes), axis)),
+               lambda rng: ([sample_array(rng, (5, 4))], {"sizes": (2, 3), "axis": 0})))
 
 
 def _pad_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -941,7 +969,9 @@ def _pad_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(shape), t.dtype)
 
 
-def _pad_ref(x, value, padding_config):
+def pad_reference(x, value, padding_config):
+    """The NumPy reference of `pad` (per dimension (low, high, interior); negative low/high
+    crop); conv and window rows reuse it to pad and dilate their operands."""
     cfg = [tuple(c) for c in padding_config]
     grown = [d + max(d - 1, 0) * i + max(lo, 0) + max(hi, 0) for d, (lo, hi, i) in zip(x.shape, cfg)]
     out = np.full(grown, value, dtype=x.dtype)
@@ -957,9 +987,9 @@ def _jax_pad(x, value, padding_config):
     return lax.pad(x, value, [tuple(c) for c in padding_config])
 
 
-_add(OpDef("pad", OpKind.SHAPE, 2, ("padding_config",), _pad_infer, _pad_ref, _no_flops, _jax_pad,
-           lambda rng: ([_rand(rng, (3, 4)), np.float32(0.5)],
-                        {"padding_config": ((1, 2, 1), (-1, 0, 0))})))
+register(OpDef("pad", OpKind.SHAPE, 2, ("padding_config",), _pad_infer, pad_reference, no_flops, _jax_pad,
+               lambda rng: ([sample_array(rng, (3, 4)), np.float32(0.5)],
+                            {"padding_config": ((1, 2, 1), (-1, 0, 0))})))
 
 
 def _tile_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -970,9 +1000,9 @@ def _tile_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(d * r for d, r in zip(t.shape, reps)), t.dtype)
 
 
-_add(OpDef("tile", OpKind.SHAPE, 1, ("reps",), _tile_infer, lambda x, reps: np.tile(x, reps),
-           _no_flops, lambda x, reps: _lax("tile")(x, tuple(reps)),
-           lambda rng: ([_rand(rng, (2, 3))], {"reps": (2, 1)})))
+register(OpDef("tile", OpKind.SHAPE, 1, ("reps",), _tile_infer, lambda x, reps: np.tile(x, reps),
+               no_flops, lambda x, reps: _lax("tile")(x, tuple(reps)),
+               lambda rng: ([sample_array(rng, (2, 3))], {"reps": (2, 1)})))
 
 
 def _stack_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -992,9 +1022,9 @@ def _jax_stack(*xs, axis):
     return jnp.stack(xs, axis)
 
 
-_add(OpDef("stack", OpKind.SHAPE, None, ("axis",), _stack_infer,
-           lambda *xs, axis: np.stack(xs, axis), _no_flops, _jax_stack,
-           lambda rng: ([_rand(rng, (2, 3)), _rand(rng, (2, 3))], {"axis": 1})))
+register(OpDef("stack", OpKind.SHAPE, None, ("axis",), _stack_infer,
+               lambda *xs, axis: np.stack(xs, axis), no_flops, _jax_stack,
+               lambda rng: ([sample_array(rng, (2, 3)), sample_array(rng, (2, 3))], {"axis": 1})))
 
 
 # ---------------------------------------------------------------- dot_general
@@ -1109,16 +1139,16 @@ def _dot_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     dims = {"dimension_numbers": (((2,), (2,)), ((0,), (0,)))}
     kind = int(rng.integers(3))
     if kind == 0:
-        return [_rand(rng, (2, 3, 4)), _rand(rng, (2, 5, 4))], dims
+        return [sample_array(rng, (2, 3, 4)), sample_array(rng, (2, 5, 4))], dims
     src, pet = (("bf16", "f32"), ("i8", "i32"))[kind - 1]  # mixed precision, int8 products
-    return [_rand(rng, (2, 3, 4), src, -100, 100), _rand(rng, (2, 5, 4), src, -100, 100)], \
+    return [sample_array(rng, (2, 3, 4), src, -100, 100), sample_array(rng, (2, 5, 4), src, -100, 100)], \
         {**dims, "preferred_element_type": pet}
 
 
-_add(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers", "preferred_element_type"),
-           _dot_infer, _dot_ref, _dot_flops, _jax_dot, _dot_sample,
-           monoid=MONOIDS["add"], split=Split.ACCUMULATE, program=_dot_program,
-           optional=("preferred_element_type",)))
+register(OpDef("dot_general", OpKind.DOT, 2, ("dimension_numbers", "preferred_element_type"),
+               _dot_infer, _dot_ref, _dot_flops, _jax_dot, _dot_sample,
+               monoid=MONOIDS["add"], split=Split.ACCUMULATE, program=_dot_program,
+               optional=("preferred_element_type",)))
 
 
 # ---------------------------------------------------------------- reductions
@@ -1137,9 +1167,9 @@ def _reducer(name: str, fn: Ref, monoid: str, sample_dtype: str = "f32") -> None
 
         return getattr(lax, name)(x, tuple(axes))
 
-    _add(OpDef(name, OpKind.REDUCE, 1, ("axes",), _reduce_infer, ref, _reduce_flops, jax_fn,
-               lambda rng: ([_rand(rng, (3, 4, 5), sample_dtype)], {"axes": (0, 2)}),
-               monoid=MONOIDS[monoid], split=Split.ACCUMULATE, fuse=Fuse.REDUCTION))
+    register(OpDef(name, OpKind.REDUCE, 1, ("axes",), _reduce_infer, ref, _reduce_flops, jax_fn,
+                   lambda rng: ([sample_array(rng, (3, 4, 5), sample_dtype)], {"axes": (0, 2)}),
+                   monoid=MONOIDS[monoid], split=Split.ACCUMULATE, fuse=Fuse.REDUCTION))
 
 
 _reducer("reduce_sum", np.sum, "add")
@@ -1176,10 +1206,10 @@ def _arg(name: str, fn: Ref, monoid: str) -> None:
             return np.zeros(np.delete(x.shape, axes[0]), dtypes.to_numpy(index_dtype))
         return fn(x, axis=axes[0])
 
-    _add(OpDef(name, OpKind.REDUCE, 1, ("axes", "index_dtype"), _arg_infer,
-               ref, _reduce_flops, jax_fn,
-               lambda rng: ([_rand(rng, (3, 4))], {"axes": (1,), "index_dtype": "i32"}),
-               monoid=MONOIDS[monoid], split=Split.ARG))
+    register(OpDef(name, OpKind.REDUCE, 1, ("axes", "index_dtype"), _arg_infer,
+                   ref, _reduce_flops, jax_fn,
+                   lambda rng: ([sample_array(rng, (3, 4))], {"axes": (1,), "index_dtype": "i32"}),
+                   monoid=MONOIDS[monoid], split=Split.ARG))
 
 
 _arg("argmax", np.argmax, "max")
@@ -1197,12 +1227,12 @@ def _cumulative(name: str, fn: Ref) -> None:
 
         return getattr(lax, name)(x, axis, reverse)
 
-    _add(OpDef(name, OpKind.OTHER, 1, ("axis", "reverse"),
-               lambda ts, a: ts[0] if 0 <= a["axis"] < ts[0].rank else (_ for _ in ()).throw(
-                   OpError(f"{name}: axis {a['axis']} out of range for {ts[0]}")),
-               ref, _per_element(1), jax_fn,
-               lambda rng: ([_rand(rng, (3, 4), low=0.5, high=1.5)], {"axis": 1, "reverse": True}),
-               split=Split.MAP, optional=("reverse",)))
+    register(OpDef(name, OpKind.OTHER, 1, ("axis", "reverse"),
+                   lambda ts, a: ts[0] if 0 <= a["axis"] < ts[0].rank else (_ for _ in ()).throw(
+                       OpError(f"{name}: axis {a['axis']} out of range for {ts[0]}")),
+                   ref, per_element_flops(1), jax_fn,
+                   lambda rng: ([sample_array(rng, (3, 4), low=0.5, high=1.5)], {"axis": 1, "reverse": True}),
+                   split=Split.MAP, optional=("reverse",)))
 
 
 _cumulative("cumsum", np.cumsum)
@@ -1253,11 +1283,11 @@ def _sort_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
     return int(ins[0].size * max(1.0, math.log2(max(n, 1))))
 
 
-_add(OpDef("sort", OpKind.OTHER, None, ("dimension", "is_stable", "num_keys"), _sort_infer, _sort_ref,
-           _sort_flops, _jax_sort,
-           lambda rng: ([_rand(rng, (3, 5)), _rand(rng, (3, 5), "i32")],
-                        {"dimension": 1, "is_stable": True, "num_keys": 1}),
-           split=Split.MAP, optional=("is_stable", "num_keys")))
+register(OpDef("sort", OpKind.OTHER, None, ("dimension", "is_stable", "num_keys"), _sort_infer, _sort_ref,
+               _sort_flops, _jax_sort,
+               lambda rng: ([sample_array(rng, (3, 5)), sample_array(rng, (3, 5), "i32")],
+                            {"dimension": 1, "is_stable": True, "num_keys": 1}),
+               split=Split.MAP, optional=("is_stable", "num_keys")))
 
 
 def _topk_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
@@ -1305,9 +1335,9 @@ def _topk_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
     return int(ins[0].size * max(1.0, math.log2(max(a["k"], 2))))
 
 
-_add(OpDef("top_k", OpKind.OTHER, 1, ("k", "axis"), _topk_infer, _topk_ref, _topk_flops, _jax_topk,
-           lambda rng: ([_rand(rng, (3, 6))], {"k": 2, "axis": 1}), split=Split.TOP_K,
-           optional=("axis",)))
+register(OpDef("top_k", OpKind.OTHER, 1, ("k", "axis"), _topk_infer, _topk_ref, _topk_flops, _jax_topk,
+               lambda rng: ([sample_array(rng, (3, 6))], {"k": 2, "axis": 1}), split=Split.TOP_K,
+               optional=("axis",)))
 
 
 def _gte_infer(ts: Sequence[Type], a: Attrs) -> TensorType:
@@ -1317,9 +1347,9 @@ def _gte_infer(ts: Sequence[Type], a: Attrs) -> TensorType:
     return t.elements[a["index"]]
 
 
-_add(OpDef("get_tuple_element", OpKind.SHAPE, 1, ("index",), _gte_infer,  # type: ignore[arg-type]
-           lambda x, index: x[index], _no_flops, lambda x, index: x[index], view=View.RESHAPE,
-           split=Split.MAP))
+register(OpDef("get_tuple_element", OpKind.SHAPE, 1, ("index",), _gte_infer,  # type: ignore[arg-type]
+               lambda x, index: x[index], no_flops, lambda x, index: x[index], view=View.RESHAPE,
+               split=Split.MAP))
 
 
 def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
@@ -1331,7 +1361,7 @@ def infer_type(op: str, input_types: Sequence[Type], attrs: Attrs) -> Type:
         raise OpError(f"{op}: missing attribute(s) {', '.join(missing)}")
     if op != "get_tuple_element" and op not in TUPLE_OPERANDS:
         for t in input_types:
-            _tensor(t, f"{op} operand")
+            tensor_type(t, f"{op} operand")
     return d.infer(input_types, attrs)  # type: ignore[arg-type]
 
 
@@ -1354,4 +1384,7 @@ __all__ = [
     "OpError",
     "dot_dims", "get", "infer_type", "loop_param_types", "region_flops", "region_result",
     "type_from_text",
+    # for the helper modules (see the module docstring)
+    "elementwise_infer", "no_flops", "pad_reference", "per_element_flops", "pointwise", "register",
+    "sample_array", "tensor_type",
 ]

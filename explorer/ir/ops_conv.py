@@ -24,7 +24,7 @@ import numpy as np
 
 from . import dtypes
 from .graph import Attrs, TensorType
-from .ops import OpDef, OpError, _add, _pad_ref, _rand
+from .ops import OpDef, OpError, pad_reference, register, sample_array
 from .ops_window import window_out_shape, windows
 from .traits import MONOIDS, OpKind, Split
 
@@ -77,8 +77,8 @@ def _conv_ref(lhs, rhs, *, window_strides, padding, dimension_numbers, lhs_dilat
     x = np.transpose(lhs, ls)  # (N, C, *spatial)
     w = np.transpose(rhs, rs)  # (O, I, *kernel)
     k = x.ndim - 2
-    w = _pad_ref(w, np.zeros((), w.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in
-                                                             (rhs_dilation or (1,) * k)])
+    w = pad_reference(w, np.zeros((), w.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in
+                                                                  (rhs_dilation or (1,) * k)])
     v = windows(x, w.shape[2:], window_strides, padding, lhs_dilation, None, 0,
                 axes=range(2, 2 + k))  # (N, C, *out_spatial, *kernel)
     sp, kk = _LETTERS[:k], _LETTERS[::-1][:k].upper()
@@ -160,13 +160,13 @@ _CASES = (
 
 def _conv_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     lhs_shape, rhs_shape, attrs = _CASES[int(rng.integers(len(_CASES)))]
-    return [_rand(rng, lhs_shape), _rand(rng, rhs_shape)], dict(attrs)
+    return [sample_array(rng, lhs_shape), sample_array(rng, rhs_shape)], dict(attrs)
 
 
-_add(OpDef("conv_general_dilated", OpKind.DOT, 2,
-           ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
-            "feature_group_count", "batch_group_count", "precision", "preferred_element_type"),
-           _conv_infer, _conv_ref, _conv_flops, _jax_conv, _conv_sample,
-           monoid=MONOIDS["add"], split=Split.MAP, split_axes=_conv_split,
-           optional=("lhs_dilation", "rhs_dilation", "feature_group_count", "batch_group_count",
-                     "precision", "preferred_element_type")))
+register(OpDef("conv_general_dilated", OpKind.DOT, 2,
+               ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
+                "feature_group_count", "batch_group_count", "precision", "preferred_element_type"),
+               _conv_infer, _conv_ref, _conv_flops, _jax_conv, _conv_sample,
+               monoid=MONOIDS["add"], split=Split.MAP, split_axes=_conv_split,
+               optional=("lhs_dilation", "rhs_dilation", "feature_group_count", "batch_group_count",
+                         "precision", "preferred_element_type")))

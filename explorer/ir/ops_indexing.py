@@ -25,7 +25,7 @@ import numpy as np
 
 from . import dtypes
 from .graph import Attrs, TensorType
-from .ops import OpDef, OpError, _add, _no_flops, _rand
+from .ops import OpDef, OpError, no_flops, register, sample_array
 from .traits import OpKind, Split
 
 MODES = ("clip", "fill", "promise_in_bounds")
@@ -180,7 +180,7 @@ def _jax_gather(x, idx, *, slice_sizes, mode="promise_in_bounds", fill_value=Non
 
 def _gather_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     """An embedding lookup of a (2, 3) batch of token ids, some out of range (filled)."""
-    table = _rand(rng, (5, 4))
+    table = sample_array(rng, (5, 4))
     ids = rng.integers(-1, 7, size=(2, 3, 1)).astype(np.int32)
     return [table, ids], {"offset_dims": (2,), "collapsed_slice_dims": (0,),
                           "start_index_map": (0,), "operand_batching_dims": (),
@@ -198,10 +198,10 @@ def _gather_split(ins: Sequence[TensorType], out: TensorType, a: Attrs) -> dict[
 
 
 _GATHER_ATTRS = ("slice_sizes", *GATHER_DIMS, "mode", "fill_value", *_FLAGS)
-_add(OpDef("gather", OpKind.OTHER, 2, _GATHER_ATTRS, _gather_infer, gather_with(take_windows),
-           _no_flops, _jax_gather, _gather_sample, split=Split.MAP, split_axes=_gather_split,
-           optional=("operand_batching_dims", "start_indices_batching_dims", "mode", "fill_value",
-                     *_FLAGS)))
+register(OpDef("gather", OpKind.OTHER, 2, _GATHER_ATTRS, _gather_infer, gather_with(take_windows),
+               no_flops, _jax_gather, _gather_sample, split=Split.MAP, split_axes=_gather_split,
+               optional=("operand_batching_dims", "start_indices_batching_dims", "mode", "fill_value",
+                         *_FLAGS)))
 
 
 # ---------------------------------------------------------------- scatter
@@ -281,12 +281,12 @@ def _jax_scatter(fn: str):
 def _scatter_sample(mode: str, unique: bool):
     def sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
         """`x.at[ids].op(u)` on rows of a (6, 3) operand, some ids out of range."""
-        x = _rand(rng, (6, 3), low=0.5, high=1.5)
+        x = sample_array(rng, (6, 3), low=0.5, high=1.5)
         if unique:
             ids = rng.permutation(np.arange(-1, 8))[:4]
         else:
             ids = rng.integers(-1, 8, size=4)
-        upd = _rand(rng, (4, 3), low=0.5, high=1.5)
+        upd = sample_array(rng, (4, 3), low=0.5, high=1.5)
         return [x, ids.astype(np.int32).reshape(4, 1), upd], {
             "update_window_dims": (1,), "inserted_window_dims": (0,),
             "scatter_dims_to_operand_dims": (0,), "operand_batching_dims": (),
@@ -306,8 +306,8 @@ for _name, _combine, _lax_fn, _mode in (("scatter", None, "scatter", "fill"),
                                         ("scatter-mul", np.multiply, "scatter_mul", "clip"),
                                         ("scatter-min", np.minimum, "scatter_min", "fill"),
                                         ("scatter-max", np.maximum, "scatter_max", "clip")):
-    _add(OpDef(_name, OpKind.OTHER, 3, _SCATTER_ATTRS, _scatter_infer(_name),
-               scatter_with(_combine), _no_flops if _combine is None else _scatter_flops,
-               _jax_scatter(_lax_fn), _scatter_sample(_mode, _combine is None),
-               optional=("operand_batching_dims", "scatter_indices_batching_dims", "mode",
-                         *_FLAGS)))
+    register(OpDef(_name, OpKind.OTHER, 3, _SCATTER_ATTRS, _scatter_infer(_name),
+                   scatter_with(_combine), no_flops if _combine is None else _scatter_flops,
+                   _jax_scatter(_lax_fn), _scatter_sample(_mode, _combine is None),
+                   optional=("operand_batching_dims", "scatter_indices_batching_dims", "mode",
+                             *_FLAGS)))

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from .graph import Attrs, TensorType, TupleType, Type
-from .ops import OpDef, OpError, _add, _rand
+from .ops import OpDef, OpError, register, sample_array
 from .traits import OpKind, Split
 
 
@@ -59,8 +59,8 @@ SCIPY_LAPACK: set[str] = set()
 def _row(name: str, arity: int, attrs: tuple[str, ...], infer: Any, ref: Any, flops: Any,
          jax: Any, sample: Any, optional: tuple[str, ...] = ()) -> None:
     SCIPY_LAPACK.add(name)
-    _add(OpDef(name, OpKind.OTHER, arity, attrs, infer, ref, flops, jax, sample,
-               split=Split.MAP, split_axes=_batch_axes, optional=optional))
+    register(OpDef(name, OpKind.OTHER, arity, attrs, infer, ref, flops, jax, sample,
+                   split=Split.MAP, split_axes=_batch_axes, optional=optional))
 
 
 def _cube(k: float) -> Callable[[Sequence[TensorType], Type, Attrs], int]:
@@ -133,7 +133,7 @@ def _trsm_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
 
 def _trsm_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     left = bool(rng.integers(2))
-    b = _rand(rng, (2, 4, 3) if left else (2, 3, 4))
+    b = sample_array(rng, (2, 4, 3) if left else (2, 3, 4))
     return [np.linalg.cholesky(_spd(rng)).astype(np.float32), b], {
         "left_side": left, "lower": True, "transpose_a": bool(rng.integers(2)),
         "conjugate_a": False, "unit_diagonal": bool(rng.integers(2))}
@@ -168,7 +168,7 @@ def _jax_lu(x):
 
 
 _row("lu", 1, (), _lu_infer, lambda x: _batched(_lu_one, x, batch_rank=x.ndim - 2),
-     _cube(2 / 3), _jax_lu, lambda rng: ([_rand(rng, (2, 4, 4))], {}))
+     _cube(2 / 3), _jax_lu, lambda rng: ([sample_array(rng, (2, 4, 4))], {}))
 
 
 # ---------------------------------------------------------------- qr
@@ -196,8 +196,8 @@ def _jax_qr(x, full_matrices, pivoting=False):
 
 
 _row("qr", 1, ("full_matrices", "pivoting"), _qr_infer, _qr_ref, _cube(2), _jax_qr,
-     lambda rng: ([_rand(rng, (2, 5, 3))], {"full_matrices": bool(rng.integers(2)),
-                                            "pivoting": False}), optional=("pivoting",))
+     lambda rng: ([sample_array(rng, (2, 5, 3))], {"full_matrices": bool(rng.integers(2)),
+                                                   "pivoting": False}), optional=("pivoting",))
 
 
 # ---------------------------------------------------------------- eigh
@@ -272,6 +272,6 @@ def _jax_svd(x, full_matrices, compute_uv=True, subset_by_index=None, algorithm=
 
 _row("svd", 1, ("full_matrices", "compute_uv", "subset_by_index", "algorithm"), _svd_infer,
      _svd_ref, _cube(12), _jax_svd,
-     lambda rng: ([_rand(rng, (2, 5, 3))], {"full_matrices": bool(rng.integers(2)),
-                                            "compute_uv": bool(rng.integers(3))}),
+     lambda rng: ([sample_array(rng, (2, 5, 3))], {"full_matrices": bool(rng.integers(2)),
+                                                   "compute_uv": bool(rng.integers(3))}),
      optional=("compute_uv", "subset_by_index", "algorithm"))

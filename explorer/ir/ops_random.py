@@ -27,10 +27,10 @@ from .ops import (
     FALLS_BACK,
     OpDef,
     OpError,
-    _add,
-    _elementwise,
-    _per_element,
-    _pointwise,
+    elementwise_infer,
+    per_element_flops,
+    pointwise,
+    register,
 )
 from .traits import OpKind, Split
 
@@ -90,7 +90,7 @@ def _typed(keys: Any) -> Any:
 
 
 def _threefry_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
-    t = _elementwise()(ts, a)
+    t = elementwise_infer()(ts, a)
     if t.dtype != "u32":
         raise OpError(f"threefry2x32 works on u32, got {t.dtype}")
     return TupleType((t, t))
@@ -112,9 +112,9 @@ def _threefry_split(ins: Sequence[TensorType], out: Any, a: Attrs) -> dict[int, 
     return {d: tuple(d if t.rank == rank else None for t in ins) for d in range(rank)}
 
 
-_add(OpDef("threefry2x32", OpKind.OTHER, 4, (), _threefry_infer, threefry2x32,
-           lambda ins, out, a: _bits_flops(ins, out.elements[0], a), _jax_threefry,
-           _threefry_sample, split=Split.MAP, split_axes=_threefry_split))
+register(OpDef("threefry2x32", OpKind.OTHER, 4, (), _threefry_infer, threefry2x32,
+               lambda ins, out, a: _bits_flops(ins, out.elements[0], a), _jax_threefry,
+               _threefry_sample, split=Split.MAP, split_axes=_threefry_split))
 
 
 # ---------------------------------------------------------------- keys
@@ -143,8 +143,8 @@ def _jax_seed(seeds):
     return jax.random.key_data(prng.random_seed(seeds, impl=threefry_prng_impl))
 
 
-_add(OpDef("random_seed", OpKind.OTHER, 1, (), _seed_infer, _seed_ref, _per_element(1), _jax_seed,
-           lambda rng: ([rng.integers(-2**31, 2**31, size=(3,)).astype(np.int32)], {})))
+register(OpDef("random_seed", OpKind.OTHER, 1, (), _seed_infer, _seed_ref, per_element_flops(1), _jax_seed,
+               lambda rng: ([rng.integers(-2**31, 2**31, size=(3,)).astype(np.int32)], {})))
 
 
 def _bits_ref(keys, bit_width, shape, cipher=threefry2x32):
@@ -178,10 +178,10 @@ def _bits_flops(ins: Sequence[TensorType], out: Any, a: Attrs) -> int:
     return out.size * 2 * 20 * 3  # threefry2x32: 20 rounds of add, rotate, xor
 
 
-_add(OpDef("random_bits", OpKind.OTHER, 1, ("bit_width", "shape"), _bits_infer, _bits_ref,
-           _bits_flops, _jax_bits,
-           lambda rng: ([_key_sample(rng, (2,) if rng.integers(2) else ())],
-                        {"bit_width": (8, 16, 32)[int(rng.integers(3))], "shape": (3, 5)})))
+register(OpDef("random_bits", OpKind.OTHER, 1, ("bit_width", "shape"), _bits_infer, _bits_ref,
+               _bits_flops, _jax_bits,
+               lambda rng: ([_key_sample(rng, (2,) if rng.integers(2) else ())],
+                            {"bit_width": (8, 16, 32)[int(rng.integers(3))], "shape": (3, 5)})))
 
 
 def _split_ref(keys, shape, cipher=threefry2x32):
@@ -204,8 +204,8 @@ def _jax_split(keys, shape):
     return jax.random.key_data(prng.random_split(_typed(keys), shape=tuple(shape)))
 
 
-_add(OpDef("random_split", OpKind.OTHER, 1, ("shape",), _split_infer, _split_ref, _bits_flops,
-           _jax_split, lambda rng: ([_key_sample(rng, (3,))], {"shape": (2,)})))
+register(OpDef("random_split", OpKind.OTHER, 1, ("shape",), _split_infer, _split_ref, _bits_flops,
+               _jax_split, lambda rng: ([_key_sample(rng, (3,))], {"shape": (2,)})))
 
 
 def _fold_ref(keys, msgs, cipher=threefry2x32):
@@ -243,10 +243,10 @@ def _jax_fold(keys, msgs):
     return jax.random.key_data(prng.random_fold_in(_typed(keys), msgs))
 
 
-_add(OpDef("random_fold_in", OpKind.OTHER, 2, (), _fold_infer, _fold_ref, _bits_flops, _jax_fold,
-           lambda rng: ([_key_sample(rng, (3,)),
-                         rng.integers(0, 2**32, size=(3,), dtype=np.uint64).astype(np.uint32)],
-                        {})))
+register(OpDef("random_fold_in", OpKind.OTHER, 2, (), _fold_infer, _fold_ref, _bits_flops, _jax_fold,
+               lambda rng: ([_key_sample(rng, (3,)),
+                             rng.integers(0, 2**32, size=(3,), dtype=np.uint64).astype(np.uint32)],
+                            {})))
 
 
 # ---------------------------------------------------------------- bit ops
@@ -309,20 +309,20 @@ def _shift_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     return [x.astype(npd), y.astype(npd)], {}
 
 
-_SHIFT = _elementwise(None, dtypes.is_int, "an integer")
-_pointwise("shift_left", 2, (), _SHIFT, _shl, _per_element(1), lambda x, y: _lax_call(
-           "shift_left", x, y), _shift_sample,
-           hlo="shift-left", numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else 0)",
-           cuda=lambda a, n: f"({_ok(a, n, True)} ? ({a[0]} << {a[1]}) : 0)")
-_pointwise("shift_right_arithmetic", 2, (), _SHIFT, _sra, _per_element(1), lambda x, y: _lax_call(
-           "shift_right_arithmetic", x, y), _shift_sample, hlo="shift-right-arithmetic",
-           numba=lambda a, n: f"np.{dtypes.to_numpy(n.dtype).name}(np.int{_bits(n.dtype)}({a[0]}) >> "
-           f"({a[1]} if {_ok(a, n)} else {_bits(n.dtype) - 1}))",
-           cuda=lambda a, n: f"(({dtypes.C_TYPES[n.dtype]})(({_signed_c(n.dtype)}){a[0]} >> "
-           f"({_ok(a, n, True)} ? {a[1]} : {_bits(n.dtype) - 1})))")
-_pointwise("shift_right_logical", 2, (), _SHIFT, _srl, _per_element(1), lambda x, y: _lax_call(
-           "shift_right_logical", x, y), _shift_sample, hlo="shift-right-logical",
-           numba=_numba_srl, cuda=_c_srl)
+_SHIFT = elementwise_infer(None, dtypes.is_int, "an integer")
+pointwise("shift_left", 2, (), _SHIFT, _shl, per_element_flops(1), lambda x, y: _lax_call(
+          "shift_left", x, y), _shift_sample,
+          hlo="shift-left", numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else 0)",
+          cuda=lambda a, n: f"({_ok(a, n, True)} ? ({a[0]} << {a[1]}) : 0)")
+pointwise("shift_right_arithmetic", 2, (), _SHIFT, _sra, per_element_flops(1), lambda x, y: _lax_call(
+          "shift_right_arithmetic", x, y), _shift_sample, hlo="shift-right-arithmetic",
+          numba=lambda a, n: f"np.{dtypes.to_numpy(n.dtype).name}(np.int{_bits(n.dtype)}({a[0]}) >> "
+          f"({a[1]} if {_ok(a, n)} else {_bits(n.dtype) - 1}))",
+          cuda=lambda a, n: f"(({dtypes.C_TYPES[n.dtype]})(({_signed_c(n.dtype)}){a[0]} >> "
+          f"({_ok(a, n, True)} ? {a[1]} : {_bits(n.dtype) - 1})))")
+pointwise("shift_right_logical", 2, (), _SHIFT, _srl, per_element_flops(1), lambda x, y: _lax_call(
+          "shift_right_logical", x, y), _shift_sample, hlo="shift-right-logical",
+          numba=_numba_srl, cuda=_c_srl)
 
 
 def _lax_call(name: str, *xs: Any, **kw: Any) -> Any:
@@ -344,11 +344,11 @@ def _c_popcount(a: list[str], n: Any) -> str:
     return f"(({c}){fn}(({cast})({a[0]}){mask}))"
 
 
-_pointwise("population_count", 1, (), _elementwise(None, dtypes.is_int, "an integer"), _popcount,
-           _per_element(1), lambda x: _lax_call("population_count", x),
-           lambda rng: ([rng.integers(-2**31, 2**31, size=(3, 4)).astype(
-               dtypes.to_numpy(("i32", "u8", "u16")[int(rng.integers(3))]))], {}),
-           hlo="popcnt", numba=FALLS_BACK, cuda=_c_popcount)
+pointwise("population_count", 1, (), elementwise_infer(None, dtypes.is_int, "an integer"), _popcount,
+          per_element_flops(1), lambda x: _lax_call("population_count", x),
+          lambda rng: ([rng.integers(-2**31, 2**31, size=(3, 4)).astype(
+              dtypes.to_numpy(("i32", "u8", "u16")[int(rng.integers(3))]))], {}),
+          hlo="popcnt", numba=FALLS_BACK, cuda=_c_popcount)
 
 
 def _bitcast_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -373,9 +373,9 @@ def _bitcast_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     return [bits.view(np.float32)], {"new_dtype": "i32"}
 
 
-_pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
-           # np.asarray, not ascontiguousarray, which makes a 0-d array 1-d
-           lambda x, new_dtype: np.asarray(x, order="C").view(dtypes.to_numpy(new_dtype)),
-           lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample,
-           numba=lambda a, n: f"_bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
-           cuda=FALLS_BACK)
+pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
+          # np.asarray, not ascontiguousarray, which makes a 0-d array 1-d
+          lambda x, new_dtype: np.asarray(x, order="C").view(dtypes.to_numpy(new_dtype)),
+          lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample,
+          numba=lambda a, n: f"_bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
+          cuda=FALLS_BACK)

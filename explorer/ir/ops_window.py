@@ -24,7 +24,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from . import dtypes
 from .graph import Attrs, TensorType
-from .ops import OpDef, OpError, _add, _pad_ref, _rand
+from .ops import OpDef, OpError, pad_reference, register, sample_array
 from .traits import MONOIDS, OpKind, Split
 
 WINDOW = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
@@ -63,7 +63,7 @@ def _padded(x: np.ndarray, padding: Sequence[Sequence[int]], base: Sequence[int]
     cfg = [(0, 0, 0)] * x.ndim
     for a, (lo, hi), b in zip(axes, padding, tuple(base or (1,) * len(axes))):
         cfg[a] = (lo, hi, b - 1)
-    return _pad_ref(x, np.asarray(fill, x.dtype), cfg)
+    return pad_reference(x, np.asarray(fill, x.dtype), cfg)
 
 
 def offset_views(padded: np.ndarray, window: Sequence[int], strides: Sequence[int],
@@ -161,7 +161,7 @@ def _window_flops(ins: Sequence[TensorType], out: Any, a: Attrs) -> int:
 
 def _window_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     """2x2 pooling of an NHWC batch, stride 2 (seed 0), padded and dilated otherwise."""
-    x = _rand(rng, (2, 5, 6, 3))
+    x = sample_array(rng, (2, 5, 6, 3))
     if rng.integers(2):
         return [x], {"window_dimensions": (1, 2, 2, 1), "window_strides": (1, 2, 2, 1),
                      "padding": ((0, 0), (0, 0), (0, 0), (0, 0)),
@@ -191,9 +191,9 @@ for _name, _monoid in (("reduce_window_sum", "add"), ("reduce_window_max", "max"
 
         return getattr(wr, f"_{_n}")(x, *(a.get(k) for k in WINDOW))
 
-    _add(OpDef(_name, OpKind.OTHER, 1, WINDOW, _reduce_window_infer(_name), _ref, _window_flops,
-               _lower, _window_sample, monoid=MONOIDS[_monoid], split=Split.MAP,
-               split_axes=_unit_axes, optional=("base_dilation", "window_dilation")))
+    register(OpDef(_name, OpKind.OTHER, 1, WINDOW, _reduce_window_infer(_name), _ref, _window_flops,
+                   _lower, _window_sample, monoid=MONOIDS[_monoid], split=Split.MAP,
+                   split_axes=_unit_axes, optional=("base_dilation", "window_dilation")))
 
 
 # ---------------------------------------------------------------- max-pooling gradients
@@ -309,20 +309,20 @@ def _jax_select(name: str):
 
 
 def _scatter_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    x = _rand(rng, (2, 6, 5, 3))
+    x = sample_array(rng, (2, 6, 5, 3))
     attrs = {"select_prim": "ge" if rng.integers(2) else "le",
              "window_dimensions": (1, 3, 2, 1), "window_strides": (1, 2, 2, 1),
              "padding": ((0, 0), (1, 0), (0, 1), (0, 0))}
     shape = window_out_shape("", x.shape, attrs["window_dimensions"], attrs["window_strides"],
                              attrs["padding"], None, None)
-    return [_rand(rng, shape), x], attrs
+    return [sample_array(rng, shape), x], attrs
 
 
-_add(OpDef("select_and_scatter_add", OpKind.OTHER, 2,
-           ("select_prim", "window_dimensions", "window_strides", "padding"), _scatter_infer,
-           _scatter_ref, lambda ins, out, a: ins[1].size + ins[0].size * math.prod(
-               a["window_dimensions"]), _jax_select("select_and_scatter_add"), _scatter_sample,
-           split=Split.MAP, split_axes=_unit_axes))
+register(OpDef("select_and_scatter_add", OpKind.OTHER, 2,
+               ("select_prim", "window_dimensions", "window_strides", "padding"), _scatter_infer,
+               _scatter_ref, lambda ins, out, a: ins[1].size + ins[0].size * math.prod(
+                   a["window_dimensions"]), _jax_select("select_and_scatter_add"), _scatter_sample,
+               split=Split.MAP, split_axes=_unit_axes))
 
 
 def _gather_ref(tangents, operand, select_prim, window_dimensions, window_strides, padding,
@@ -330,7 +330,7 @@ def _gather_ref(tangents, operand, select_prim, window_dimensions, window_stride
     chosen, shape = _selected(operand, select_prim, window_dimensions, window_strides, padding,
                               base_dilation, window_dilation)
     cfg = [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base_dilation or (1,) * operand.ndim)]
-    padded = _pad_ref(tangents, np.zeros((), tangents.dtype), cfg)
+    padded = pad_reference(tangents, np.zeros((), tangents.dtype), cfg)
     return padded.ravel()[chosen]
 
 
@@ -344,9 +344,9 @@ def _gather_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
 
 def _gather_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
     inputs, attrs = _window_sample(rng)
-    return [_rand(rng, inputs[0].shape), inputs[0]], {"select_prim": "ge", **attrs}
+    return [sample_array(rng, inputs[0].shape), inputs[0]], {"select_prim": "ge", **attrs}
 
 
-_add(OpDef("select_and_gather_add", OpKind.OTHER, 2, ("select_prim", *WINDOW), _gather_infer,
-           _gather_ref, _window_flops, _jax_select("select_and_gather_add"), _gather_sample,
-           split=Split.MAP, split_axes=_unit_axes, optional=("base_dilation", "window_dilation")))
+register(OpDef("select_and_gather_add", OpKind.OTHER, 2, ("select_prim", *WINDOW), _gather_infer,
+               _gather_ref, _window_flops, _jax_select("select_and_gather_add"), _gather_sample,
+               split=Split.MAP, split_axes=_unit_axes, optional=("base_dilation", "window_dilation")))

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import dtypes
 from .graph import Attrs, Graph, TensorType, TupleType, Type
-from .ops import OPS, OpDef, OpError, _add, _tensor
+from .ops import OPS, OpDef, OpError, register, tensor_type
 from .traits import MONOIDS, Emit, OpKind
 
 
@@ -51,8 +51,8 @@ def _region_ref(*args: Any, **attrs: Any) -> Any:
 
 # `kernel`: a fused kernel (our fuse pass, and XLA's fusion computations). attrs: body, and
 # `kind` ("loop" | "input" | "output" | XLA's kind name).
-_add(OpDef("kernel", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops,
-           emit=Emit.REGION))
+register(OpDef("kernel", OpKind.REGION, None, ("body",), _region_infer, _region_ref, region_flops,
+               emit=Emit.REGION))
 
 
 # ---------------------------------------------------------------- loop
@@ -152,8 +152,8 @@ def _loop_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
         if have != want:
             raise OpError(f"loop: the {what}'s parameters {', '.join(map(str, have))} do not "
                           f"match its inputs sliced to {rows}: {', '.join(map(str, want))}")
-    outs = [_tensor(body[o].type, "loop body output") for o in body.outputs]
-    touts = None if tail is None else [_tensor(tail[o].type, "tail output") for o in tail.outputs]
+    outs = [tensor_type(body[o].type, "loop body output") for o in body.outputs]
+    touts = None if tail is None else [tensor_type(tail[o].type, "tail output") for o in tail.outputs]
     specs = tuple(a["combine"])
     if len(specs) != len(outs) or (touts is not None and len(touts) != len(outs)):
         raise OpError(f"loop: {len(specs)} combine specs for {len(outs)} body outputs")
@@ -185,6 +185,6 @@ def _loop_flops(ins: Sequence[TensorType], out: Type, a: Attrs) -> int:
     return combine_bodies("loop", a, graph_flops)
 
 
-_add(OpDef("loop", OpKind.REGION, None, ("size", "chunk", "split_inputs", "combine", "body", "tail"),
-           _loop_infer, _region_ref, _loop_flops, optional=("tail",),
-           emit=Emit.INTERPRETED))
+register(OpDef("loop", OpKind.REGION, None, ("size", "chunk", "split_inputs", "combine", "body", "tail"),
+               _loop_infer, _region_ref, _loop_flops, optional=("tail",),
+               emit=Emit.INTERPRETED))
