@@ -38,9 +38,10 @@ _RENAME = {"copy_p": "copy"}
 
 
 # Primitives translated by a handler of their own (control flow, random keys, indexing forms):
-# name -> handler(b, eqn, ins, source) -> one node id per `eqn.outvars`. Handler modules
-# register themselves with `handles` and are imported at the end of this module.
-Handler = Callable[[GraphBuilder, Any, list[int], "Source | None"], "list[int] | None"]
+# name -> handler(cv, eqn, ins, source) -> one node id per `eqn.outvars`, or None to leave the
+# equation to its op row. `cv` is the Converter below, the one object a handler is given.
+# Handler modules register themselves with `handles` and are imported at the end of this module.
+Handler = Callable[["Converter", Any, list[int], "Source | None"], "list[int] | None"]
 HANDLERS: dict[str, Handler] = {}
 
 
@@ -81,6 +82,150 @@ class Traced:
         return [host_value(x) for x in spec.dynamic_leaves(args, lambda k: self.static_names[k])]
 
 
+class Converter:
+    """Translates jaxpr equations into the graph being built: what a handler module
+    (jax_control, jax_params, jax_random) receives, so that a new primitive's converter is one
+    function, `@handles("name") def f(cv, eqn, ins, source)`, written with these methods:
+
+      cv.add(op, ins, attrs, source)     one node of an op row (raises OpError if refused)
+      cv.row(eqn, op, ins, attrs, source)  the equation as a node of row `op`, its results
+                                         read out if several, opaque if the row refuses it
+      cv.opaque(eqn, ins, source)        the equation as a node that runs it through JAX
+      cv.attr(param)                     a jaxpr parameter as a plain attribute value
+      cv.constant(value, source), cv.type_of(id), cv.node(id)
+      cv.inline(closed_jaxpr, ins, source)   a sub-jaxpr's equations, in place
+      cv.region(closed_jaxpr, name, source)  a sub-jaxpr as a graph of its own (a body)
+    """
+
+    def __init__(self, builder: GraphBuilder) -> None:
+        self.b = builder
+
+    # ---- the graph being built
+
+    def add(self, op: str, ins: Sequence[int], attrs: dict[str, Any] | None = None,
+            source: Source | None = None) -> int:
+        return self.b.add(op, ins, attrs, source)
+
+    def constant(self, value: Any, source: Source | None = None) -> int:
+        return self.b.constant(host_value(value), source=source)
+
+    def type_of(self, nid: int) -> Any:
+        return self.b.type_of(nid)
+
+    def node(self, nid: int) -> Any:
+        return self.b.node(nid)
+
+    # ---- an equation
+
+    @staticmethod
+    def attr(v: Any) -> Any:
+        """A jaxpr param as a plain, printable attribute value."""
+        return _convert(v)
+
+    def row(self, eqn: Any, op: str, ins: list[int], attrs: dict[str, Any],
+            source: Source | None) -> list[int]:
+        """One node of row `op`, and a get_tuple_element per result when it has several (an
+        opaque node running the primitive through JAX if the row refuses this form)."""
+        try:
+            nid = self.b.add(op, ins, attrs, source)
+        except OpError:  # a form of the primitive our row does not take: JAX runs it
+            return self.opaque(eqn, ins, source)
+        if len(eqn.outvars) == 1 and not isinstance(self.b.type_of(nid), TupleType):
+            return [nid]  # (a split into one piece is a 1-tuple here, an array in JAX)
+        return [self.b.add("get_tuple_element", [nid], {"index": k}, source)
+                for k in range(len(eqn.outvars))]
+
+    def opaque(self, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+        """A primitive without a row: an `opaque` node that runs through JAX (ir/opaque.py)."""
+        in_avals = tuple(v.aval for v in eqn.invars)
+        out_avals = tuple(v.aval for v in eqn.outvars)
+        types = tuple(_aval_type(a) for a in out_avals)
+        multiple = eqn.primitive.multiple_results
+        typ = TupleType(types) if multiple else types[0]
+        impl = JaxImpl(eqn.primitive, eqn.params, in_avals, out_avals)
+        attrs = {"opcode": eqn.primitive.name, "text": _params_text(eqn.params), "type": str(typ),
+                 "impl": impl}
+        try:
+            nid = self.b.add("opaque", ins, attrs, source)
+        except OpError as e:
+            raise TraceError(f"{eqn.primitive.name} at {source}: {e}") from None
+        if not multiple:
+            return [nid]
+        return [self.b.add("get_tuple_element", [nid], {"index": k}, source)
+                for k in range(len(types))]
+
+    # ---- sub-jaxprs
+
+    def inline(self, closed: Any, ins: Sequence[int], source: Source | None) -> list[int]:
+        """A (closed) sub-jaxpr's equations emitted here on the nodes `ins`; its outputs."""
+        inner = getattr(closed, "jaxpr", closed)
+        env: dict[Any, int] = dict(zip(inner.invars, ins, strict=True))
+        for var, c in zip(inner.constvars, getattr(closed, "consts", ())):
+            env[var] = self.constant(c, source)
+        self.emit(inner, env, source)
+        return [self.read(env, v, source) for v in inner.outvars]
+
+    @staticmethod
+    def region(closed: Any, name: str, outer: Source | None = None) -> Graph:
+        """A (closed) sub-jaxpr as a Graph of its own: a region's body. Its parameters are
+        the jaxpr's inputs in order, its outputs the jaxpr's outputs; `outer` is the source of
+        equations that have no user frame of their own."""
+        inner = getattr(closed, "jaxpr", closed)
+        cv = Converter(GraphBuilder(name=_sanitize(name)))
+        env: dict[Any, int] = {}
+        for k, var in enumerate(inner.invars):
+            env[var] = cv.b.param(_aval_type(var.aval), f"arg{k}")
+        for var, c in zip(inner.constvars, getattr(closed, "consts", ())):
+            env[var] = cv.constant(c, outer)
+        cv.emit(inner, env, outer)
+        return cv.b.build([cv.read(env, v, outer) for v in inner.outvars])
+
+    def read(self, env: dict[Any, int], v: Any, source: Source | None = None) -> int:
+        """The node of a jaxpr variable, or a constant for a literal."""
+        if isinstance(v, jex_core.Literal):
+            return self.b.constant(np.asarray(v.val, dtype=v.aval.dtype), source=source)
+        return env[v]
+
+    # ---- the translation
+
+    def emit(self, jaxpr: Any, env: dict[Any, int], outer: Source | None = None) -> None:
+        """Translate `jaxpr`'s equations; `outer` is the call site of an inlined sub-jaxpr,
+        the source of inner equations whose own traceback has no user frame (a cached library
+        jit)."""
+        base = outer.scope if outer is not None else ""
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            scope = _join(base, _scope_of(eqn))
+            source = _scoped(_source(eqn) or outer, scope)
+            ins = [self.read(env, v, source) for v in eqn.invars]
+            if name in _IDENTITY:
+                for o, i in zip(eqn.outvars, ins):
+                    env[o] = i
+                continue
+            if name in _INLINE:
+                sub = next((eqn.params[p] for p in _SUBJAXPR_PARAMS if p in eqn.params), None)
+                if sub is None:  # a call we cannot open: it still runs, as an opaque node
+                    outs = self.opaque(eqn, ins, source)
+                else:
+                    outs = self.inline(sub, ins, _scoped(source, _join(scope, _call_name(eqn, sub))))
+                for o, nid in zip(eqn.outvars, outs, strict=True):
+                    env[o] = nid
+                continue
+            for o in eqn.outvars:  # what becomes a node must have a type the IR has
+                _check_element_type(o.aval, name, source)
+            outs = HANDLERS[name](self, eqn, ins, source) if name in HANDLERS else None
+            if outs is None:  # no handler, or the handler leaves it to the op row
+                op = _RENAME.get(name, name)
+                if op not in OPS or OPS[op].sample is None or _on_keys(eqn):  # unchecked row
+                    outs = self.opaque(eqn, ins, source)
+                else:
+                    attrs = {k: _convert(eqn.params[k]) for k in OPS[op].attrs if k in eqn.params}
+                    outs = self.row(eqn, op, ins, attrs, source)
+            for o, nid in zip(eqn.outvars, outs, strict=True):
+                _check_type(o, self.b.type_of(nid), name, source)
+                env[o] = nid
+
+
 def trace(fn: Callable[..., Any], *args: Any) -> Traced:
     """Trace `fn(*args)` into a Graph. Arguments may be pytrees: array leaves are traced, the
     others are static (frontend/arguments.py)."""
@@ -97,16 +242,16 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
         raise TraceError(f"tracing {fn_name} failed: {type(e).__name__}: {_first_line(e)}"
                          f"{_user_location(e)}{_static_hint(e)}") from e
     out_tree = jax.tree_util.tree_structure(out_shape)
-    b = GraphBuilder(name=_sanitize(fn_name))
+    cv = Converter(GraphBuilder(name=_sanitize(fn_name)))
     env: dict[Any, int] = {}
     for var, name in zip(closed.jaxpr.invars, names):
         _check_element_type(var.aval, f"argument {name}", None)
-        env[var] = b.param(_aval_type(var.aval), name)
+        env[var] = cv.b.param(_aval_type(var.aval), name)
     for var, const in zip(closed.jaxpr.constvars, closed.consts):
-        env[var] = _constant(b, const)
-    _emit(b, closed.jaxpr, env)
-    outputs = [_read(b, env, v) for v in closed.jaxpr.outvars]
-    return Traced(b.build(outputs), spec.tree, out_tree, tuple(names), fn_name, spec,
+        env[var] = cv.constant(const)
+    cv.emit(closed.jaxpr, env)
+    outputs = [cv.read(env, v) for v in closed.jaxpr.outvars]
+    return Traced(cv.b.build(outputs), spec.tree, out_tree, tuple(names), fn_name, spec,
                   tuple(arg_names(fn, spec.static_paths)))
 
 
@@ -118,147 +263,36 @@ def _static_hint(e: BaseException) -> str:
     return ""
 
 
-def _constant(b: GraphBuilder, value: Any, source: Source | None = None) -> int:
-    return b.constant(host_value(value), source=source)
-
-
 @handles("empty", "empty2")
-def _empty(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def _empty(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     """lax.empty (a buffer scans and linalg gradients fill later): zeros, as JAX lowers it."""
-    return [_constant(b, np.zeros(o.aval.shape, o.aval.dtype), source) for o in eqn.outvars]
+    return [cv.constant(np.zeros(o.aval.shape, o.aval.dtype), source) for o in eqn.outvars]
 
 
 @handles("mul")
-def _mul_out_dtype(b: GraphBuilder, eqn: Any, ins: list[int],
+def _mul_out_dtype(cv: Converter, eqn: Any, ins: list[int],
                    source: Source | None) -> list[int] | None:
     """lax.mul(x, y, out_dtype=T) as JAX lowers it: each operand converted to T, then
     multiplied in T. Without out_dtype, the mul row."""
     if eqn.params.get("out_dtype") is None:
         return None
     t = dtypes.from_numpy(eqn.params["out_dtype"])
-    ins = [i if b.type_of(i).dtype == t
-           else b.add("convert_element_type", [i], {"new_dtype": t}, source) for i in ins]
-    return [b.add("mul", ins, {}, source)]
+    ins = [i if cv.type_of(i).dtype == t
+           else cv.add("convert_element_type", [i], {"new_dtype": t}, source) for i in ins]
+    return [cv.add("mul", ins, {}, source)]
 
 
 @handles("dot_general")
-def _dot_general(b: GraphBuilder, eqn: Any, ins: list[int],
+def _dot_general(cv: Converter, eqn: Any, ins: list[int],
                  source: Source | None) -> list[int] | None:
     """dot_general with its preferred_element_type where that changes the result's type
     (bf16 operands accumulating in f32, int8 in i32); jnp.matmul names the operands' own
     type, which is no attribute. A form the row does not compute exactly runs in JAX."""
     attrs = {"dimension_numbers": _convert(eqn.params["dimension_numbers"])}
     pet = eqn.params.get("preferred_element_type")
-    if pet is not None and dtypes.from_numpy(pet) != b.type_of(ins[0]).dtype:
+    if pet is not None and dtypes.from_numpy(pet) != cv.type_of(ins[0]).dtype:
         attrs["preferred_element_type"] = dtypes.from_numpy(pet)
-    try:
-        return [b.add("dot_general", ins, attrs, source)]
-    except OpError:
-        return _opaque(b, eqn, ins, source)
-
-
-def _emit(b: GraphBuilder, jaxpr: Any, env: dict[Any, int], outer: Source | None = None) -> None:
-    """Translate `jaxpr`'s equations; `outer` is the call site of an inlined sub-jaxpr, the
-    source of inner equations whose own traceback has no user frame (a cached library jit)."""
-    base = outer.scope if outer is not None else ""
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        scope = _join(base, _scope_of(eqn))
-        source = _scoped(_source(eqn) or outer, scope)
-        ins = [_read(b, env, v, source) for v in eqn.invars]
-        if name in _IDENTITY:
-            for o, i in zip(eqn.outvars, ins):
-                env[o] = i
-            continue
-        if name in _INLINE:
-            sub = next((eqn.params[p] for p in _SUBJAXPR_PARAMS if p in eqn.params), None)
-            if sub is None:  # a call we cannot open: it still runs, as an opaque node
-                for o, nid in zip(eqn.outvars, _opaque(b, eqn, ins, source), strict=True):
-                    env[o] = nid
-                continue
-            inner = getattr(sub, "jaxpr", sub)
-            consts = getattr(sub, "consts", ())
-            sub_env: dict[Any, int] = dict(zip(inner.invars, ins))
-            for var, c in zip(inner.constvars, consts):
-                sub_env[var] = _constant(b, c, source)
-            call_site = _scoped(source, _join(scope, _call_name(eqn, sub)))
-            _emit(b, inner, sub_env, call_site)
-            for o, v in zip(eqn.outvars, inner.outvars):
-                env[o] = _read(b, sub_env, v, call_site)
-            continue
-        for o in eqn.outvars:  # what becomes a node must have a type the IR has
-            _check_element_type(o.aval, name, source)
-        outs = HANDLERS[name](b, eqn, ins, source) if name in HANDLERS else None
-        if outs is not None:  # a handler returns None to leave an equation to its row
-            for o, nid in zip(eqn.outvars, outs, strict=True):
-                _check_type(o, b.type_of(nid), name, source)
-                env[o] = nid
-            continue
-        op = _RENAME.get(name, name)
-        if op not in OPS or OPS[op].sample is None or _on_keys(eqn):  # a checked row, or opaque
-            for o, nid in zip(eqn.outvars, _opaque(b, eqn, ins, source), strict=True):
-                env[o] = nid
-            continue
-        attrs = {k: _convert(eqn.params[k]) for k in OPS[op].attrs if k in eqn.params}
-        try:
-            nid = b.add(op, ins, attrs, source)
-        except OpError:  # a form of the primitive our row does not take: JAX runs it
-            for o, nid in zip(eqn.outvars, _opaque(b, eqn, ins, source), strict=True):
-                env[o] = nid
-            continue
-        typ = b.type_of(nid)
-        if len(eqn.outvars) == 1 and not isinstance(typ, TupleType):  # split into one: a tuple
-            _check_type(eqn.outvars[0], typ, name, source)
-            env[eqn.outvars[0]] = nid
-        else:
-            for k, o in enumerate(eqn.outvars):
-                env[o] = b.add("get_tuple_element", [nid], {"index": k}, source)
-                _check_type(o, b.type_of(env[o]), name, source)
-
-
-def inline(b: GraphBuilder, closed: Any, ins: Sequence[int], source: Source | None) -> list[int]:
-    """A (closed) sub-jaxpr's equations emitted into `b` on the nodes `ins`; its outputs."""
-    inner = getattr(closed, "jaxpr", closed)
-    env: dict[Any, int] = dict(zip(inner.invars, ins, strict=True))
-    for var, c in zip(inner.constvars, getattr(closed, "consts", ())):
-        env[var] = _constant(b, c, source)
-    _emit(b, inner, env, source)
-    return [_read(b, env, v, source) for v in inner.outvars]
-
-
-def jaxpr_to_graph(closed: Any, name: str, outer: Source | None = None) -> Graph:
-    """A (closed) sub-jaxpr as a Graph of its own: a region's body. Its parameters are the
-    jaxpr's inputs in order, its outputs the jaxpr's outputs; `outer` is the source of
-    equations that have no user frame of their own."""
-    inner = getattr(closed, "jaxpr", closed)
-    consts = getattr(closed, "consts", ())
-    b = GraphBuilder(name=_sanitize(name))
-    env: dict[Any, int] = {}
-    for k, var in enumerate(inner.invars):
-        env[var] = b.param(_aval_type(var.aval), f"arg{k}")
-    for var, c in zip(inner.constvars, consts):
-        env[var] = _constant(b, c, outer)
-    _emit(b, inner, env, outer)
-    return b.build([_read(b, env, v, outer) for v in inner.outvars])
-
-
-def _opaque(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
-    """A primitive without a row: an `opaque` node that runs through JAX (ir/opaque.py)."""
-    in_avals = tuple(v.aval for v in eqn.invars)
-    out_avals = tuple(v.aval for v in eqn.outvars)
-    types = tuple(_aval_type(a) for a in out_avals)
-    multiple = eqn.primitive.multiple_results
-    typ = TupleType(types) if multiple else types[0]
-    impl = JaxImpl(eqn.primitive, eqn.params, in_avals, out_avals)
-    attrs = {"opcode": eqn.primitive.name, "text": _params_text(eqn.params), "type": str(typ),
-             "impl": impl}
-    try:
-        nid = b.add("opaque", ins, attrs, source)
-    except OpError as e:
-        raise TraceError(f"{eqn.primitive.name} at {source}: {e}") from None
-    if not multiple:
-        return [nid]
-    return [b.add("get_tuple_element", [nid], {"index": k}, source) for k in range(len(types))]
+    return cv.row(eqn, "dot_general", ins, attrs, source)
 
 
 def _on_keys(eqn: Any) -> bool:
@@ -327,12 +361,6 @@ def _scoped(source: Source | None, scope: str) -> Source | None:
     if source is None:
         return Source("", 0, "", scope=scope) if scope else None
     return source if source.scope == scope else dataclasses.replace(source, scope=scope)
-
-
-def _read(b: GraphBuilder, env: dict[Any, int], v: Any, source: Source | None = None) -> int:
-    if isinstance(v, jex_core.Literal):
-        return b.constant(np.asarray(v.val, dtype=v.aval.dtype), source=source)
-    return env[v]
 
 
 def _check_type(var: Any, typ: Any, prim: str, source: Source | None) -> None:

@@ -18,60 +18,59 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.builder import GraphBuilder
 from ..ir.graph import Attrs, Graph, Node, Source, TensorType, TupleType
 from ..ir.ops import OpError
-from .jax import TraceError, handles, inline, jaxpr_to_graph
+from .jax import Converter, TraceError, handles
 
 
-def _region(b: GraphBuilder, op: str, ins: Sequence[int], attrs: dict[str, Any],
+def _region(cv: Converter, op: str, ins: Sequence[int], attrs: dict[str, Any],
             source: Source | None, wanted: Sequence[int]) -> list[int]:
     """Add region `op` and return the ids of its results at positions `wanted`."""
     try:
-        nid = b.add(op, ins, attrs, source)
+        nid = cv.add(op, ins, attrs, source)
     except OpError as e:
         raise TraceError(f"{op} at {source}: {e}") from None
-    if not isinstance(b.type_of(nid), TupleType):
+    if not isinstance(cv.type_of(nid), TupleType):
         return [nid]
-    return [b.add("get_tuple_element", [nid], {"index": k}, source) for k in wanted]
+    return [cv.add("get_tuple_element", [nid], {"index": k}, source) for k in wanted]
 
 
 @handles("scan")
-def _scan(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def _scan(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     p = eqn.params
     attrs = {"length": int(p["length"]), "reverse": bool(p["reverse"]),
              "num_consts": int(p["num_consts"]), "num_carry": int(p["num_carry"]),
-             "body": jaxpr_to_graph(p["jaxpr"], "scan_body", source)}
-    return _region(b, "scan", ins, attrs, source, range(len(eqn.outvars)))
+             "body": cv.region(p["jaxpr"], "scan_body", source)}
+    return _region(cv, "scan", ins, attrs, source, range(len(eqn.outvars)))
 
 
 @handles("while")
-def _while(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def _while(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     p = eqn.params
     nc, nb = int(p["cond_nconsts"]), int(p["body_nconsts"])
-    types = [b.type_of(i) for i in ins]
-    cond = jaxpr_to_graph(p["cond_jaxpr"], "while_cond", source)  # (cond consts, carries)
-    body = jaxpr_to_graph(p["body_jaxpr"], "while_body", source)  # (body consts, carries)
+    types = [cv.type_of(i) for i in ins]
+    cond = cv.region(p["cond_jaxpr"], "while_cond", source)  # (cond consts, carries)
+    body = cv.region(p["body_jaxpr"], "while_body", source)  # (body consts, carries)
     cond = _with_params(cond, nc, types[nc:nc + nb], "body_const")
     body = _with_params(body, 0, types[:nc], "cond_const")
     body = Graph(body.nodes, body.params, (*body.params[:nc + nb], *body.outputs), body.name)
     n = nc + nb
-    return _region(b, "while", ins, {"cond": cond, "body": body}, source,
+    return _region(cv, "while", ins, {"cond": cond, "body": body}, source,
                    range(n, n + len(eqn.outvars)))
 
 
 @handles("cond")
-def _cond(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def _cond(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     index, operands = ins[0], ins[1:]
-    if eqn.params.get("branches_platforms") is not None and b.node(index).op == "constant":
+    if eqn.params.get("branches_platforms") is not None and cv.node(index).op == "constant":
         # lax.platform_dependent: the index is fixed at trace time (jax_params' platform_index),
         # and only that branch is kept, as JAX lowers only the branch of the platform it
         # compiles for; another platform's branch may not even lower here
-        pick = int(np.clip(b.node(index).attrs["value"].array, 0, len(eqn.params["branches"]) - 1))
-        return inline(b, eqn.params["branches"][pick], operands, source)
-    branches = tuple(jaxpr_to_graph(br, f"branch{k}", source)
+        pick = int(np.clip(cv.node(index).attrs["value"].array, 0, len(eqn.params["branches"]) - 1))
+        return cv.inline(eqn.params["branches"][pick], operands, source)
+    branches = tuple(cv.region(br, f"branch{k}", source)
                      for k, br in enumerate(eqn.params["branches"]))
-    return _region(b, "conditional", [index, *operands * len(branches)],
+    return _region(cv, "conditional", [index, *operands * len(branches)],
                    {"branches": branches}, source, range(len(eqn.outvars)))
 
 

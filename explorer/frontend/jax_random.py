@@ -15,12 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.builder import GraphBuilder
 from ..ir.graph import Source, TensorType
 from ..ir.ops_random import KEY_WORDS
 from .arguments import is_key
-from .jax import _convert, _opaque, handles
-from .jax_params import add_row
+from .jax import Converter, handles
 
 
 def _threefry(eqn: Any, impl: Any = None) -> bool:
@@ -33,28 +31,28 @@ def _threefry(eqn: Any, impl: Any = None) -> bool:
 
 
 @handles("random_wrap", "random_unwrap", "random_clone", "random_clone_p")
-def _identity(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def _identity(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     if not _threefry(eqn, eqn.params.get("impl")):
-        return _opaque(b, eqn, ins, source)
+        return cv.opaque(eqn, ins, source)
     return [ins[0]]
 
 
 @handles("random_seed", "random_bits", "random_split", "random_fold_in")
-def _random(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def _random(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     if not _threefry(eqn, eqn.params.get("impl")):
-        return _opaque(b, eqn, ins, source)
-    attrs = {k: _convert(v) for k, v in eqn.params.items() if k != "impl"}
-    return add_row(b, eqn, eqn.primitive.name, ins, attrs, source)
+        return cv.opaque(eqn, ins, source)
+    attrs = {k: cv.attr(v) for k, v in eqn.params.items() if k != "impl"}
+    return cv.row(eqn, eqn.primitive.name, ins, attrs, source)
 
 
 # ---------------------------------------------------------------- shape ops on typed keys
 
 
-def _key_attrs(eqn: Any, b: GraphBuilder, ins: list[int], source: Source | None
+def _key_attrs(eqn: Any, cv: Converter, ins: list[int], source: Source | None
                ) -> tuple[list[int], dict[str, Any]] | None:
     """The op's inputs and attributes over key data: one more (trailing) dimension (None
     for a form we do not map)."""
-    name, p = eqn.primitive.name, {k: _convert(v) for k, v in eqn.params.items()}
+    name, p = eqn.primitive.name, {k: cv.attr(v) for k, v in eqn.params.items()}
     rank = len(eqn.outvars[0].aval.shape)
     if name == "slice":
         strides = p.get("strides")
@@ -73,17 +71,17 @@ def _key_attrs(eqn: Any, b: GraphBuilder, ins: list[int], source: Source | None
     if name == "concatenate":
         return ins, {"dimension": p["dimension"]}
     if name in ("dynamic_slice", "dynamic_update_slice"):
-        zero = b.constant(np.zeros((), b.type_of(ins[-1]).dtype), source=source)  # type: ignore[union-attr]
+        zero = cv.constant(np.zeros((), cv.type_of(ins[-1]).dtype), source)  # type: ignore[union-attr]
         extra = {"slice_sizes": (*p["slice_sizes"], KEY_WORDS)} if name == "dynamic_slice" else {}
         return [*ins, zero], extra
     if name in ("copy", "copy_p"):
         return ins, {}
     if name == "select_n":
-        pred = b.type_of(ins[0])
+        pred = cv.type_of(ins[0])
         assert isinstance(pred, TensorType)
         if pred.shape:
             full = (*pred.shape, KEY_WORDS)
-            ins = [b.add("broadcast_in_dim", [ins[0]], {"shape": full, "broadcast_dimensions":
+            ins = [cv.add("broadcast_in_dim", [ins[0]], {"shape": full, "broadcast_dimensions":
                                                         tuple(range(pred.rank))}, source),
                    *ins[1:]]
         return ins, {}
@@ -91,7 +89,7 @@ def _key_attrs(eqn: Any, b: GraphBuilder, ins: list[int], source: Source | None
         dn = eqn.params["dimension_numbers"]
         from ..ir.ops_indexing import GATHER_DIMS, mode_name
 
-        dims = {k: _convert(getattr(dn, k)) for k in GATHER_DIMS}
+        dims = {k: cv.attr(getattr(dn, k)) for k in GATHER_DIMS}
         dims["offset_dims"] = (*dims["offset_dims"], rank)
         return ins, {**dims, "slice_sizes": (*p["slice_sizes"], KEY_WORDS),
                      "mode": mode_name(eqn.params["mode"]), "fill_value": None,
@@ -106,20 +104,20 @@ KEY_SHAPE_OPS = ("slice", "squeeze", "expand_dims", "rev", "broadcast_in_dim", "
 
 
 @handles(*KEY_SHAPE_OPS)
-def _on_keys(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int] | None:
+def _on_keys(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int] | None:
     """Shape ops whose result is a typed key array; None (the ordinary row) otherwise."""
     if not is_key(eqn.outvars[0].aval):
         return None
-    return key_shape_op(b, eqn, ins, source)
+    return key_shape_op(cv, eqn, ins, source)
 
 
-def key_shape_op(b: GraphBuilder, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+def key_shape_op(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     """A shape op on typed keys as the same op on their key data."""
     if not _threefry(eqn):
-        return _opaque(b, eqn, ins, source)
-    keyed = _key_attrs(eqn, b, ins, source)
+        return cv.opaque(eqn, ins, source)
+    keyed = _key_attrs(eqn, cv, ins, source)
     if keyed is None:
-        return _opaque(b, eqn, ins, source)
+        return cv.opaque(eqn, ins, source)
     ins, attrs = keyed
     op = {"copy_p": "copy"}.get(eqn.primitive.name, eqn.primitive.name)
-    return add_row(b, eqn, op, ins, attrs, source)
+    return cv.row(eqn, op, ins, attrs, source)

@@ -115,7 +115,7 @@ def test_every_body_of_a_control_flow_region_opens(programs):
 
 
 def test_rewrites_inside_a_body_name_their_region_and_light_its_nodes(programs):
-    fn, args = programs["gp_likelihood"]
+    fn, args = programs["newton_fori"]  # the fused update inside the loop body
     trace = gx.explore(fn, *args)
     k, rw = next((k, rw) for k, s in enumerate(trace.stages) for rw in s.report.rewrites
                  if rw.region)
