@@ -22,7 +22,7 @@ from . import hlo_attrs as A
 from .hlo import Computation, HloModule, Instruction, Shape, parse_hlo
 from .hlo_names import sanitize
 from .hlo_ops import MAPPERS, TUPLE_OPCODES, Emitter, Reject, Scope
-from .jax import _display_file  # a notebook cell's file reads In[N], as in traced graphs
+from .jax import display_file  # a notebook cell's file reads In[N], as in traced graphs
 
 __all__ = ["NodeIds", "from_hlo", "module_to_graph"]
 
@@ -192,13 +192,13 @@ class _Translator:
         md = A.metadata(self.src, meta)
         op_name = str(md.get("op_name", ""))
         if "source_file" in md and isinstance(md.get("source_line"), int):
-            return Source(_display_file(str(md["source_file"])), int(md["source_line"]), op_name)
+            return Source(display_file(str(md["source_file"])), int(md["source_line"]), op_name)
         frame = md.get("stack_frame_id")
         loc = self.m.file_locations.get(self.m.stack_frames.get(frame, -1)) if isinstance(
             frame, int) else None
         if loc is None or loc[0] not in self.m.file_names:
             return None
-        return Source(_display_file(self.m.file_names[loc[0]]), loc[2],
+        return Source(display_file(self.m.file_names[loc[0]]), loc[2],
                       self.m.function_names.get(loc[1], op_name))
 
     # ---------------------------------------------------------------- instructions

@@ -433,10 +433,10 @@ def _in_library(file: str) -> bool:
 
 def _make_source(file: str, line: int, function: str) -> Source:
     text = linecache.getline(file, line).strip()
-    return Source(_display_file(file), line, function, text, path=file)
+    return Source(display_file(file), line, function, text, path=file)
 
 
-def _display_file(file: str) -> str:
+def display_file(file: str) -> str:
     """A notebook cell's temporary file shows as In[N], as IPython numbers the cell."""
     try:
         from IPython import get_ipython
