@@ -124,7 +124,10 @@ def test_gpu_pipeline() -> None:
         pytest.skip("no GPU")
     fn, args = SEEDS["mean_square"]
     trace = gx.xla_pipeline(fn, *args, backend="gpu")
-    assert trace.stages[0].name == "traced" and trace.final.name == "after-optimizations"
+    # the stages are named after XLA's own dumps, which differ between JAX versions and
+    # devices (JAX 0.11.2 on an H100 has no "after-optimizations"): read, not assumed
+    assert trace.stages[0].name == "traced" and len(trace.stages) > 1
+    assert trace.final is trace.stages[-1] and trace.final.name != "traced"
     assert any(n.op == "kernel" for n in trace.final.graph.nodes)
     for s in trace.stages:
         check_imported(s.graph)
