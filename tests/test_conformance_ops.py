@@ -154,3 +154,18 @@ def test_compile_warns_nothing_on_jax_arrays():
         key = gx.compile(lambda k: jax.random.normal(k, (2,)))
         key(jax.random.key(0))
         key(jax.random.key(1))
+
+
+def test_mul_out_dtype_as_jax_canonicalizes_it():
+    """lax.mul(..., out_dtype=float64) without x64 gives float32, as in JAX (found by JAX's
+    own testOpOutDtype run through us: bench/jax_suite.py)."""
+    a, b = np.arange(3, dtype=np.float32).reshape(3, 1), np.ones((3, 1), np.float32)
+    _check(lambda a, b: lax.mul(a, b, out_dtype=np.float64), a, b)
+
+
+def test_float16_convolution_on_the_cpu_backend():
+    """numba has no float16 arrays: a float16 convolution keeps the reference on the cpu
+    backend (it raised NotImplementedError; JAX's testConv0 through us)."""
+    x = RNG.standard_normal((1, 2, 5, 5)).astype(np.float16)
+    w = RNG.standard_normal((3, 2, 3, 3)).astype(np.float16)
+    _check(lambda x, w: lax.conv(x, w, (1, 1), "SAME"), x, w, rtol=2e-2)

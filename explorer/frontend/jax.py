@@ -276,7 +276,7 @@ def _mul_out_dtype(cv: Converter, eqn: Any, ins: list[int],
     multiplied in T. Without out_dtype, the mul row."""
     if eqn.params.get("out_dtype") is None:
         return None
-    t = dtypes.from_numpy(eqn.params["out_dtype"])
+    t = _aval_type(eqn.outvars[0].aval).dtype  # out_dtype as JAX canonicalizes it (f64 -> f32)
     ins = [i if cv.type_of(i).dtype == t
            else cv.add("convert_element_type", [i], {"new_dtype": t}, source) for i in ins]
     return [cv.add("mul", ins, {}, source)]
