@@ -38,8 +38,8 @@ DIALECT = "cuda"  # the op table's scalar forms this generator reads
 # _tk_key: lax.top_k's total order as a double (ir/ops.top_k_key): +NaN, +inf, ..., -inf, -NaN
 PREAMBLE = """template <typename T> __device__ T _max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ T _min(T a, T b) { return (a < b || a != a) ? a : b; }
-template <typename T> __device__ T _idiv(T a, T b) { return b == 0 ? T(0) : a / b; }
-template <typename T> __device__ T _irem(T a, T b) { return b == 0 ? T(0) : a % b; }
+template <typename T> __device__ T _idiv(T a, T b) { return b == 0 ? T(-1) : a / b; }
+template <typename T> __device__ T _irem(T a, T b) { return b == 0 ? a : a % b; }
 template <typename T, typename F> __device__ T _to_int(F x) {
   if (F(1.5) == F(1)) return T(x);
   const bool sig = T(-1) < T(0);

@@ -312,16 +312,22 @@ def _jax_round(x: Any, rounding_method: int = 0) -> Any:
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if np.issubdtype(a.dtype, np.integer):
+    """lax.div: on integers it truncates toward zero, and x / 0 is -1 (all bits set), as XLA
+    computes it."""
+    if dtypes.is_int(dtypes.from_numpy(a.dtype)):  # (int4 too, not np.integer)
         with np.errstate(divide="ignore", invalid="ignore"):
             q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
-            return (np.sign(a) * np.sign(b) * q).astype(a.dtype)
+            q = (np.sign(a) * np.sign(b) * q).astype(a.dtype)
+            return np.where(b == 0, np.array(-1).astype(a.dtype), q)
     with np.errstate(divide="ignore", invalid="ignore"):
         return a / b
 
 
 def _rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's fmod; on integers x % 0 is x, as XLA computes it."""
     with np.errstate(divide="ignore", invalid="ignore"):
+        if dtypes.is_int(dtypes.from_numpy(a.dtype)):
+            return np.where(b == 0, a, np.fmod(a, np.where(b == 0, 1, b)).astype(a.dtype))
         return np.fmod(a, b)
 
 
@@ -334,6 +340,17 @@ def _nonzero_sample(dtype: str):
         return [a, b], {}
 
     return sample
+
+
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """lax.lgamma: scipy's gammaln, except lgamma(-inf) = inf, as XLA's (and C's)."""
+    return np.where(x == -np.inf, np.inf, sp.gammaln(x))
+
+
+def _digamma(x: np.ndarray) -> np.ndarray:
+    """lax.digamma: scipy's, except at the pole 0 (either sign): NaN, as XLA's (as at the
+    other poles, the negative integers)."""
+    return np.where(x == 0, np.nan, sp.digamma(x))
 
 
 def _not(a: list[str], n: Any) -> str:
@@ -397,9 +414,9 @@ _unary("erf", sp.erf, 8, numba="math.erf", cuda="erf", hlo="erf")
 _unary("erfc", sp.erfc, 8, numba="math.erfc", cuda="erfc")
 _unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba="_erfinv",
        cuda="erfinv")
-_unary("lgamma", sp.gammaln, 8, sample=_unary_sample(low=0.1, high=3.0), numba="math.lgamma",
+_unary("lgamma", _lgamma, 8, sample=_unary_sample(low=0.1, high=3.0), numba="math.lgamma",
        cuda="lgamma")
-_unary("digamma", sp.digamma, 8, sample=_unary_sample(low=0.1, high=3.0), expr=FALLS_BACK)
+_unary("digamma", _digamma, 8, sample=_unary_sample(low=0.1, high=3.0), expr=FALLS_BACK)
 _math("floor", np.floor, 1, hlo="floor")
 _math("ceil", np.ceil, 1, hlo="ceil")
 _unary("is_finite", np.isfinite, out="pred", numba="np.isfinite", cuda="isfinite",
@@ -1176,8 +1193,16 @@ _reducer("reduce_sum", np.sum, "add")
 _reducer("reduce_max", np.max, "max")
 _reducer("reduce_min", np.min, "min")
 _reducer("reduce_prod", np.prod, "mul")
-_reducer("reduce_and", np.all, "and", "pred")
-_reducer("reduce_or", np.any, "or", "pred")
+
+
+def _bitwise_reduce(ufunc: np.ufunc) -> Ref:
+    """lax.reduce_and/reduce_or: logical on pred, bitwise on integers (an empty axis gives the
+    identity: all bits set for `and`)."""
+    return lambda x, axis: ufunc.reduce(x, axis=axis).astype(x.dtype, copy=False)
+
+
+_reducer("reduce_and", _bitwise_reduce(np.bitwise_and), "and", "pred")
+_reducer("reduce_or", _bitwise_reduce(np.bitwise_or), "or", "pred")
 
 # Monoid name -> the reduction that folds with it (what a loop, an HLO reduce computation or
 # an argmax's value merge becomes).
@@ -1303,6 +1328,8 @@ def top_k_key(xp: Any, x: Any) -> Any:
     """A float64 key whose stable ascending sort is lax.top_k's order: XLA's total order,
     descending, so +NaN first, then +inf, the finite values (+0.0 above -0.0), -inf, and -NaN
     last (the NaN that sqrt or log of a negative number gives on x86 has its sign bit set)."""
+    if x.dtype == ml_dtypes.bfloat16:  # (not an xp.floating: as float32, exactly, NaN signs kept)
+        x = x.astype(np.float32)
     key = xp.negative(x.astype(xp.float64))  # exact for every integer type up to 2**53
     if xp.issubdtype(x.dtype, xp.floating):
         big, nan, neg = xp.finfo(xp.float64).max, xp.isnan(x), xp.signbit(x)

@@ -64,6 +64,9 @@ def _conv_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     return TensorType(tuple(shape), a.get("preferred_element_type") or lhs.dtype)
 
 
+_WIDE = {"bf16": np.float32, "i4": np.int32, "u4": np.int32}
+
+
 def _conv_ref(lhs, rhs, *, window_strides, padding, dimension_numbers, lhs_dilation=None,
               rhs_dilation=None, feature_group_count=1, batch_group_count=1, precision=None,
               preferred_element_type=None):
@@ -71,6 +74,14 @@ def _conv_ref(lhs, rhs, *, window_strides, padding, dimension_numbers, lhs_dilat
     if preferred_element_type:
         target = dtypes.to_numpy(preferred_element_type)
         lhs, rhs = lhs.astype(target, copy=False), rhs.astype(target, copy=False)
+    wide = _WIDE.get(dtypes.from_numpy(lhs.dtype))
+    if wide is not None:  # NumPy's einsum and matmul take no ml_dtypes types: compute wide,
+        # then round (bfloat16) or wrap (int4) back
+        return _conv_ref(lhs.astype(wide), rhs.astype(wide), window_strides=window_strides,
+                         padding=padding, dimension_numbers=dimension_numbers,
+                         lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                         feature_group_count=feature_group_count,
+                         batch_group_count=batch_group_count).astype(lhs.dtype)
     if feature_group_count == 1 and batch_group_count == 1:
         return _conv_im2col(lhs, rhs, ls, rs, os_, window_strides, padding, lhs_dilation,
                             rhs_dilation).astype(lhs.dtype, copy=False)

@@ -87,12 +87,13 @@ def _gather_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
 
 
 def default_fill(dtype: np.dtype) -> Any:
-    if np.issubdtype(dtype, np.inexact):
+    name = dtypes.from_numpy(dtype)
+    if dtypes.is_float(name) or name.startswith("c"):  # (bfloat16 too, not np.inexact)
         return np.nan
-    if dtype == np.bool_:
+    if dtypes.is_bool(name):
         return True
-    info = np.iinfo(dtype)
-    return info.min if np.issubdtype(dtype, np.signedinteger) else info.max
+    info = dtypes.iinfo(name)  # (int4/uint4 too, which np.iinfo does not know)
+    return info.min if name.startswith("i") else info.max
 
 
 def _starts(shape: Sequence[int], idx: np.ndarray, index_map: Sequence[int],

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import scipy.linalg as sla
 
@@ -24,8 +25,11 @@ from .ops import OpDef, OpError, register, sample_array
 from .traits import OpKind, Split
 
 
-def _matrix(op: str, t: TensorType, square: bool = True) -> tuple[tuple[int, ...], int, int]:
-    if t.rank < 2 or not (t.dtype.startswith("f") or t.dtype.startswith("c")):
+def _matrix(op: str, t: TensorType, square: bool = True, bf16: bool = False
+            ) -> tuple[tuple[int, ...], int, int]:
+    """(batch, m, n) of a matrix operand; `bf16`: bfloat16 is taken too (as lax's
+    triangular_solve takes it; its other rows do not)."""
+    if t.rank < 2 or not (t.dtype.startswith(("f", "c")) or (bf16 and t.dtype == "bf16")):
         raise OpError(f"{op}: needs a floating-point matrix (rank >= 2), got {t}")
     m, n = t.shape[-2:]
     if square and m != n:
@@ -98,7 +102,7 @@ _row("cholesky", 1, (), lambda ts, a: (_matrix("cholesky", ts[0]), ts[0])[1],
 
 def _trsm_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
     tri, b = ts
-    batch, m, _ = _matrix("triangular_solve", tri)
+    batch, m, _ = _matrix("triangular_solve", tri, bf16=True)
     k = b.shape[-2] if a["left_side"] else b.shape[-1] if b.rank else -1
     if b.rank != tri.rank or b.shape[:-2] != batch or k != m or b.dtype != tri.dtype:
         raise OpError(f"triangular_solve: {b} does not fit the triangular {tri} "
@@ -117,6 +121,10 @@ def _trsm_ref(a, b, *, left_side, lower, transpose_a, conjugate_a=False, unit_di
         return sla.solve_triangular(t, rhs, lower=lower, trans=1 if transpose_a else 0,
                                     unit_diagonal=unit_diagonal, check_finite=False)
 
+    if b.dtype == ml_dtypes.bfloat16:  # (SciPy takes no ml_dtypes type: solve in float32)
+        return _trsm_ref(a.astype(np.float32), b.astype(np.float32), left_side=left_side,
+                         lower=lower, transpose_a=transpose_a, conjugate_a=conjugate_a,
+                         unit_diagonal=unit_diagonal).astype(b.dtype)
     return _batched(one, a, b, batch_rank=a.ndim - 2).astype(b.dtype, copy=False)
 
 

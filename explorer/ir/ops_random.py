@@ -257,7 +257,8 @@ def _bits(dtype: str) -> int:
 
 
 def _shift_ok(y: np.ndarray, width: int) -> np.ndarray:
-    return (y >= 0) & (y < width) if np.issubdtype(y.dtype, np.signedinteger) else y < width
+    signed = dtypes.from_numpy(y.dtype).startswith("i")  # (int4 too, not np.signedinteger)
+    return (y >= 0) & (y < width) if signed else y < width
 
 
 def _shl(x, y):
@@ -267,6 +268,12 @@ def _shl(x, y):
 
 def _sra(x, y):
     """Sign-extending, on the bits: an unsigned value shifts as its signed twin."""
+    if dtypes.bits(dtypes.from_numpy(x.dtype)) == 4:  # (ml_dtypes keeps a 4-bit value in the
+        # low nibble of its byte, not sign-extended: shift its signed value as an int8)
+        s = x.astype(np.int8)
+        if dtypes.from_numpy(x.dtype) == "u4":
+            s = np.where(s >= 8, s - 16, s).astype(np.int8)
+        return np.right_shift(s, np.where(_shift_ok(y, 4), y, 3).astype(np.int8)).astype(x.dtype)
     w = 8 * x.dtype.itemsize
     signed = x.view(f"i{x.dtype.itemsize}")
     return np.right_shift(signed, np.where(_shift_ok(y, w), y, w - 1).astype(signed.dtype)).view(
@@ -312,7 +319,9 @@ def _shift_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
 _SHIFT = elementwise_infer(None, dtypes.is_int, "an integer")
 pointwise("shift_left", 2, (), _SHIFT, _shl, per_element_flops(1), lambda x, y: _lax_call(
           "shift_left", x, y), _shift_sample,
-          hlo="shift-left", numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else 0)",
+          # (a typed zero: numba unifies uint64 with an int literal as float64)
+          hlo="shift-left", numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else "
+          f"np.{dtypes.to_numpy(n.dtype).name}(0))",
           cuda=lambda a, n: f"({_ok(a, n, True)} ? ({a[0]} << {a[1]}) : 0)")
 pointwise("shift_right_arithmetic", 2, (), _SHIFT, _sra, per_element_flops(1), lambda x, y: _lax_call(
           "shift_right_arithmetic", x, y), _shift_sample, hlo="shift-right-arithmetic",

@@ -59,9 +59,11 @@ class Monoid:
             if dtypes.is_bool(dtype):
                 return not low
             if dtypes.is_int(dtype):
-                info = np.iinfo(dtypes.to_numpy(dtype))
+                info = dtypes.iinfo(dtype)  # (the 4-bit ones too)
                 return int(info.min if low else info.max)
             return -np.inf if low else np.inf
+        if self.identity == "true" and dtypes.is_int(dtype):  # all bits set
+            return -1 if dtype.startswith("i") else int(dtypes.iinfo(dtype).max)
         return {"zero": 0, "one": 1, "true": True, "false": False}[self.identity]
 
 
@@ -70,8 +72,8 @@ MONOIDS: dict[str, Monoid] = {m.name: m for m in (
     Monoid("mul", "multiply", "one", "multiply"),
     Monoid("max", "maximum", "lowest", "maximum"),
     Monoid("min", "minimum", "highest", "minimum"),
-    Monoid("and", "logical_and", "true", "and"),
-    Monoid("or", "logical_or", "false", "or"),
+    Monoid("and", "bitwise_and", "true", "and"),  # (bitwise: pred, and integers' bits)
+    Monoid("or", "bitwise_or", "false", "or"),
     # log(exp(a) + exp(b)), stable: how chunked logsumexp results merge (no HLO reducer)
     Monoid("logsumexp", "logaddexp", "lowest", None),
 )}

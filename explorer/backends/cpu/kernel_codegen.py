@@ -438,16 +438,16 @@ def _helpers() -> dict[str, object]:
         return np.float64(x)
 
     @njit(inline="always")
-    def _idiv(a, b):  # lax.div on integers: truncates toward zero; x / 0 -> 0
-        if b == 0:
-            return a * 0
+    def _idiv(a, b):  # lax.div on integers: truncates toward zero; x / 0 -> -1, as XLA's
+        if b == 0:  # all bits set, in a's type (`a * 0 - 1` is garbage for unsigned types)
+            return ~(a ^ a)
         q = abs(a) // abs(b)
         return q if (a < 0) == (b < 0) else -q
 
     @njit(inline="always")
-    def _irem(a, b):  # C's fmod on integers; x % 0 -> 0
+    def _irem(a, b):  # C's fmod on integers; x % 0 -> x, as XLA's
         if b == 0:
-            return a * 0
+            return a
         r = abs(a) % abs(b)
         return -r if a < 0 else r
 

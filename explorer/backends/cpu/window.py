@@ -166,7 +166,7 @@ def select_and_scatter_add(source, operand, select_prim, window_dimensions,  # n
     """The max-pool gradient as one numba loop (rank 4, `ge`/`le`); else the reference."""
     source, operand = np.asarray(source), np.asarray(operand)
     if operand.ndim != 4 or select_prim not in ("ge", "le") or operand.dtype.kind != "f" \
-            or source.size == 0:
+            or operand.dtype == np.float16 or source.size == 0:  # (numba has no float16)
         return OPS["select_and_scatter_add"].ref(source, operand, select_prim, window_dimensions,
                                                  window_strides, padding)
     shape = tuple(d + lo + hi for d, (lo, hi) in zip(operand.shape, padding))
@@ -201,7 +201,7 @@ def _pool(name: str) -> Any:
         positions = window_out_shape(name, x.shape, window_dimensions, window_strides, padding,
                                      base_dilation, window_dilation)
         if (x.ndim != 4 or any(b != 1 for b in base_dilation or ()) or min(positions) == 0
-                or x.dtype.kind not in "fiu"):
+                or x.dtype.kind not in "fiu" or x.dtype == np.float16):  # (numba: no float16)
             return reference(x, window_dimensions, window_strides, padding, base_dilation,
                              window_dilation)
         out = np.empty(positions, x.dtype)
