@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.ops import OPS
+from .kernel_codegen import numba_takes
 
 PARALLEL_MIN = 1 << 16  # window elements gathered at least before every core joins in
 SMALL = 1 << 18  # window elements few enough to gather whatever the shape
@@ -77,8 +78,7 @@ def conv_general_dilated(lhs, rhs, *, window_strides, padding, dimension_numbers
     ls, rs, os_ = (tuple(s) for s in dimension_numbers)
     if (lhs.ndim != 4 or feature_group_count != 1 or batch_group_count != 1
             or any(d != 1 for d in lhs_dilation or ()) or preferred_element_type
-            or lhs.dtype not in (np.float32, np.float64) or lhs.dtype != rhs.dtype):
-        # (numba has no float16 or bfloat16 arrays: those convolutions keep the reference)
+            or lhs.dtype.kind != "f" or not numba_takes(lhs.dtype) or lhs.dtype != rhs.dtype):
         return OPS["conv_general_dilated"].ref(lhs, rhs, **attrs)
     x = np.ascontiguousarray(np.transpose(lhs, (ls[0], ls[2], ls[3], ls[1])))  # N, H, W, C
     w = np.transpose(rhs, (rs[2], rs[3], rs[1], rs[0]))  # KH, KW, I, O

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.ops_indexing import gather_with, scatter_with
+from .kernel_codegen import numba_takes
 
 PARALLEL_MIN = 1 << 20  # elements read before a gather runs on every core
 
@@ -77,9 +78,9 @@ def _kernels() -> dict[str, Any]:
 
 
 def _compiles(x: np.ndarray) -> bool:
-    """Whether the loops take `x`'s element type: numba lacks complex, float16 and ml_dtypes'
-    types (bfloat16), which keep the reference's fancy indexing."""
-    return x.ndim > 0 and x.dtype.kind in "biuf" and x.dtype != np.float16
+    """Whether the loops take `x`: numba's element types (kernel_codegen.numba_takes), at
+    least one dimension; the others keep the reference's fancy indexing."""
+    return x.ndim > 0 and numba_takes(x.dtype)
 
 
 def take(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:

@@ -55,6 +55,16 @@ PARALLEL_MIN = 1 << 21
 SUPPORTED = frozenset({"pred", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64"})
 
 
+def numba_takes(dtype: Any) -> bool:
+    """Whether numba code reads and writes arrays of this NumPy element type (not float16,
+    ml_dtypes' bfloat16 and 4-bit integers, complex or object): the loops outside generated
+    kernels (sorting, indexing, pooling, im2col) keep the reference for the others."""
+    try:
+        return dtypes.from_numpy(dtype) in SUPPORTED
+    except ValueError:
+        return False
+
+
 def np_type(d: str) -> str:
     """The NumPy scalar constructor for element type `d`, as generated code spells it."""
     if d not in SUPPORTED:

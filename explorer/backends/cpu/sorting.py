@@ -18,12 +18,10 @@ from typing import Any
 import numpy as np
 
 from ...ir.ops import OPS
+from .kernel_codegen import numba_takes
 
 # elements before the rows are spread over the cores (waking the threads costs about 0.1 ms)
 PARALLEL_MIN = 1 << 16
-# element types numba reads (bfloat16, float16 and the rest keep the reference)
-_NUMBA = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
-                                np.uint32, np.uint64, np.float32, np.float64)}
 
 
 @functools.cache
@@ -62,7 +60,7 @@ def _select() -> dict[bool, Any]:
 
 def top_k(x: np.ndarray, k: int, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """lax.top_k along `axis`: the k largest in XLA's total order, and their indices."""
-    if k == 0 or x.size == 0 or x.dtype not in _NUMBA:
+    if k == 0 or x.size == 0 or x.dtype.kind == "b" or not numba_takes(x.dtype):
         return OPS["top_k"].ref(x, k, axis)
     moved = np.moveaxis(x, axis, -1)
     rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1])

@@ -19,6 +19,7 @@ from ...ir import dtypes
 from ...ir.ops import OPS
 from ...ir.ops_window import window_out_shape
 from ...ir.traits import MONOIDS
+from .kernel_codegen import numba_takes
 
 _OPS = {"reduce_window_sum": "add", "reduce_window_max": "max", "reduce_window_min": "min"}
 # window elements folded before the loop runs on every core (waking the threads costs about
@@ -166,7 +167,7 @@ def select_and_scatter_add(source, operand, select_prim, window_dimensions,  # n
     """The max-pool gradient as one numba loop (rank 4, `ge`/`le`); else the reference."""
     source, operand = np.asarray(source), np.asarray(operand)
     if operand.ndim != 4 or select_prim not in ("ge", "le") or operand.dtype.kind != "f" \
-            or operand.dtype == np.float16 or source.size == 0:  # (numba has no float16)
+            or not numba_takes(operand.dtype) or source.size == 0:
         return OPS["select_and_scatter_add"].ref(source, operand, select_prim, window_dimensions,
                                                  window_strides, padding)
     shape = tuple(d + lo + hi for d, (lo, hi) in zip(operand.shape, padding))
@@ -201,7 +202,7 @@ def _pool(name: str) -> Any:
         positions = window_out_shape(name, x.shape, window_dimensions, window_strides, padding,
                                      base_dilation, window_dilation)
         if (x.ndim != 4 or any(b != 1 for b in base_dilation or ()) or min(positions) == 0
-                or x.dtype.kind not in "fiu" or x.dtype == np.float16):  # (numba: no float16)
+                or x.dtype.kind not in "fiu" or not numba_takes(x.dtype)):
             return reference(x, window_dimensions, window_strides, padding, base_dilation,
                              window_dilation)
         out = np.empty(positions, x.dtype)
