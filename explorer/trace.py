@@ -26,6 +26,9 @@ from .units import format_bytes
 
 if TYPE_CHECKING:
     from .compare import Comparison
+    from .profile import Profile
+    from .roofline import Roofline
+    from .timeline import MemoryTimeline
 
 
 
@@ -50,6 +53,16 @@ class Stage:
     def memory(self) -> MemoryPlan:
         return plan(self.graph)
 
+    def reproducer(self, path: Any = None, *, kernel: int | str | None = None,
+                   backend: str = "cpu") -> str:
+        """A standalone Python script that rebuilds this stage (or one `kernel` of it: its node
+        id or body name) from its IR text, runs it on random inputs on `backend` and checks it
+        against the reference interpreter, printing one line starting with `ok` or `MISMATCH`
+        (explorer/reproducer.py). With `path`, the script is also written there."""
+        from .reproducer import reproducer
+
+        return reproducer(self, path, kernel=kernel, backend=backend)
+
     def __repr__(self) -> str:
         changed = "changed" if self.report.changed else "unchanged"
         return f"<Stage {self.name}: {len(self.graph)} nodes, {changed}, {self.cost}>"
@@ -64,6 +77,10 @@ class Trace:
         self.stages = list(stages)
         self.example_args = example_args
         self.options = CompileOptions.make(memory_limit, base=options)
+        # the last profile, roofline and memory timeline taken: the widget and to_html show them
+        self.last_profile: Profile | None = None
+        self.last_roofline: Roofline | None = None
+        self.last_timeline: MemoryTimeline | None = None
 
     @property
     def memory_limit(self) -> int | None:
@@ -145,6 +162,38 @@ class Trace:
 
         return compare(self, args or self.example_args, backends=backends, baselines=baselines,
                        stages=stages, repeats=repeats, plot=plot, progress=progress)
+
+    def profile(self, *args: Any, stage: int | str = -1, backend: str | None = None,
+                repeats: int = 5) -> Profile:
+        """Measured seconds of every node, kernel, dot and loop of a stage on a backend
+        (explorer/profile.py); the widget draws the last one as a heat overlay."""
+        from .profile import profile
+
+        self.last_profile = profile(self, args or self.example_args, stage=stage,
+                                    backend=backend or self.options.backend, repeats=repeats)
+        return self.last_profile
+
+    def roofline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
+                 repeats: int = 5, xla: bool = True, remeasure: bool = False) -> Roofline:
+        """One row per kernel, dot and loop of a stage (FLOPs, bytes, seconds, achieved rates)
+        with this machine's measured peaks (cached per machine; `remeasure=True` measures
+        them again), and jax.jit's compiled program as one more point (explorer/roofline.py)."""
+        from .roofline import roofline
+
+        self.last_roofline = roofline(self, args or self.example_args, stage=stage,
+                                      backend=backend or self.options.backend,
+                                      repeats=repeats, xla=xla, remeasure=remeasure)
+        return self.last_roofline
+
+    def memory_timeline(self, *args: Any, stage: int | str = -1,
+                        backend: str | None = None) -> MemoryTimeline:
+        """Planned and measured live bytes along a stage's schedule, each buffer's lifetime,
+        the peak and what is live there (explorer/timeline.py)."""
+        from .timeline import memory_timeline
+
+        self.last_timeline = memory_timeline(self, args or self.example_args, stage=stage,
+                                             backend=backend or self.options.backend)
+        return self.last_timeline
 
     def summary(self) -> str:
         rows = [f"{'stage':<22}{'nodes':>7}{'FLOPs':>16}{'bytes':>14}{'peak':>12}  rewrites"]

@@ -36,7 +36,7 @@ from .interpreter import Interpreter
 from .kernel_plan import Access, PlanError, describe_output, plan_kernel, plan_output
 from .numpy_temporaries import workspace_bytes
 from .reference import as_typed, check_args
-from .registry import Backend, Run, register
+from .registry import Backend, Run, Step, register
 from .result import Kernel
 
 
@@ -223,6 +223,9 @@ class GpuInterpreter(Interpreter):
             child.timed = self.timed  # type: ignore[attr-defined]
         return super().evaluate(args, after_step, consume)
 
+    def sync(self) -> None:
+        sync()
+
     def run_dot(self, n: Node, vals: Sequence[Any]) -> Any:
         return _typed(n, _dot(*vals, **n.attrs))
 
@@ -263,10 +266,14 @@ class GpuInterpreter(Interpreter):
         base = pool.used_bytes()
         outputs, state = set(self.graph.outputs), {"out": 0, "peak": 0}
 
+        steps: list[Step] = []
+
         def after_step(n: Node, value: Any) -> None:
             if n.id in outputs:
                 state["out"] += sum(int(v.nbytes) for v in (value if isinstance(value, tuple) else (value,)))
-            state["peak"] = max(state["peak"], pool.used_bytes() - base - state["out"])
+            live = pool.used_bytes() - base - state["out"]
+            state["peak"] = max(state["peak"], live)
+            steps.append(Step(n.id, max(0, live), max(0, live)))  # (the pool's in-step peak is not visible)
 
         try:
             sync()
@@ -280,7 +287,7 @@ class GpuInterpreter(Interpreter):
             pool.set_limit(size=old_limit)
         kernels = tuple(Kernel(k.name, k.source, k.seconds) for k in self.all_kernels())
         return Run([cp.asnumpy(o) for o in outs], seconds, max(0, state["peak"]), kernels,
-                   self.peak_how)
+                   self.peak_how, steps=tuple(steps))
 
 
 def _typed(n: Node, out: Any) -> Any:

@@ -93,6 +93,14 @@ class Interpreter:
 
     # ---- the loop
 
+    def stepped(self, prepared: Sequence[Any], after_step: AfterStep) -> list[Any]:
+        """A run on prepared arguments that calls `after_step(node, value)` after each node
+        of the graph's top level (the profile's and the memory timeline's hook)."""
+        return self.evaluate(prepared, after_step)
+
+    def sync(self) -> None:
+        """Wait until the work launched so far has finished (a device backend's queue)."""
+
     def evaluate(self, args: Sequence[Any], after_step: AfterStep | None = None,
                  consume: bool = False) -> list[Any]:
         """The graph's outputs on `args` (already prepared); `after_step(node, value)` is

@@ -21,7 +21,7 @@ from ..ir.ops import OPS
 from ..options import CompileOptions
 from .interpreter import Interpreter, last_uses
 from .numpy_temporaries import workspace_bytes
-from .registry import Backend, Run, register
+from .registry import Backend, Run, Step, register
 from .result import Kernel
 
 __all__ = ["ArgumentError", "NumpyInterpreter", "ReferenceBackend", "check_args",
@@ -99,10 +99,11 @@ class NumpyInterpreter(Interpreter):
         kernels = self.all_kernels()
         for k in kernels:
             k.seconds = 0.0
+        steps: list[Step] = []
         outs, seconds, peak = measured(self.graph, prepared,
-                                       lambda hook: self.evaluate(prepared, hook))
+                                       lambda hook: self.evaluate(prepared, hook), steps)
         listed = tuple(Kernel(k.name, k.source, k.seconds) for k in self.all_kernels())
-        return Run(outs, seconds, peak, listed, self.peak_how)
+        return Run(outs, seconds, peak, listed, self.peak_how, steps=tuple(steps))
 
 
 def evaluate(g: Graph, args: Sequence[np.ndarray],
@@ -121,11 +122,12 @@ def run(g: Graph, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float, 
 
 def measured(g: Graph, args: Sequence[np.ndarray],
              execute: Callable[[Callable[[Node, object], None]], list[np.ndarray]],
-             ) -> tuple[list[np.ndarray], float, int]:
+             steps: list[Step] | None = None) -> tuple[list[np.ndarray], float, int]:
     """Run `execute(after_step)` (an interpreter loop over `g` that calls the hook after each
     node) and measure it: (outputs, seconds, peak bytes of temporaries). The peak is taken
     step by step: after each node, the step's traced peak less the output buffers that exist
-    by then (the program's results are not temporaries)."""
+    by then (the program's results are not temporaries). `steps`, when given, receives each
+    step's live and peak temporaries (the memory timeline's measured curve)."""
     outputs = set(g.outputs)
     seen: set[int] = set()
     state = {"outputs": 0, "peak": 0}
@@ -141,8 +143,11 @@ def measured(g: Graph, args: Sequence[np.ndarray],
         elif n.id in elements and isinstance(value, tuple):
             state["outputs"] += _new_buffer_bytes(tuple(value[k] for k in elements[n.id]),
                                                   args, seen)
-        _, peak = tracemalloc.get_traced_memory()
+        current, peak = tracemalloc.get_traced_memory()
         state["peak"] = max(state["peak"], peak - base - state["outputs"])
+        if steps is not None:
+            steps.append(Step(n.id, max(0, current - base - state["outputs"]),
+                              max(0, peak - base - state["outputs"])))
         tracemalloc.reset_peak()
 
     started_here = not tracemalloc.is_tracing()

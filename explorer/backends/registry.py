@@ -17,6 +17,9 @@ A backend is an object with
 and an Executable has
   run(args) -> Run            one measured run: values, seconds, peak, kernels
   prepare(args) / execute(p)  for timing: arguments moved and checked once, then bare runs
+  stepped(p, after_step)      (optional) a bare run calling after_step(node, value) after
+                              each top-level node: the profile's hook (explorer/profile.py)
+  sync()                      (with stepped) wait for the work launched so far
 
 Adding a backend is one module that subclasses `Backend` (usually with an `Interpreter`
 subclass, backends/interpreter.py) and calls `register(...)`, plus its import in
@@ -43,6 +46,16 @@ class BackendError(ValueError):
 
 
 @dataclass(frozen=True)
+class Step:
+    """Temporaries measured at one top-level step of a run: `live` bytes right after node
+    `node` ran, and the `peak` bytes reached while it ran (the memory timeline's data)."""
+
+    node: int
+    live: int
+    peak: int
+
+
+@dataclass(frozen=True)
 class Run:
     """What one measured run of an executable reports."""
 
@@ -54,6 +67,7 @@ class Run:
     workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
     dashboard: str | None = None  # a distributed run: its cluster's dashboard
     program: str = ""  # the generated program that ran (the CPU backend's), if any
+    steps: tuple[Step, ...] = ()  # per top-level step, where the backend measures it so
 
 
 class Executable(Protocol):

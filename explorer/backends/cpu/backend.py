@@ -19,7 +19,7 @@ from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
 from ...options import CompileOptions
 from ..reference import NumpyInterpreter, check_args, measured
-from ..registry import Backend, Run, register
+from ..registry import Backend, Run, Step, register
 from ..result import Kernel
 from .kernels import CompiledKernel, compile_kernel, cpu_workspace, runs_body
 from .mapreduce import body_peak as mapreduce_body_peak
@@ -101,6 +101,18 @@ class CpuProgram:
         with np.errstate(all="ignore"):
             return self.program.fn(*prepared)
 
+    def stepped(self, prepared: Sequence[np.ndarray], after_step: Any) -> list[np.ndarray]:
+        """A bare run calling `after_step(node, value)` after each top-level node: the
+        generated program's measured twin (its `_step` hook), or the interpreter's loop."""
+        if self.program is None:
+            assert self.interpreter is not None
+            return self.interpreter.evaluate(prepared, after_step)
+        with np.errstate(all="ignore"):
+            return self.program.measured(*prepared, after_step)
+
+    def sync(self) -> None:
+        """Nothing to wait for: every call returns when its work is done."""
+
     call = execute  # gx.compile's call: its arguments have the traced shapes and types
 
     def warm_up(self, prepared: Sequence[np.ndarray]) -> None:
@@ -117,15 +129,12 @@ class CpuProgram:
         kernels = self.all_kernels()
         for k in kernels:
             k.seconds = 0.0
-        fn = self.program.measured
-
-        def execute(hook: Any) -> list[np.ndarray]:
-            with np.errstate(all="ignore"):
-                return fn(*prepared, hook)
-
-        outs, seconds, peak = measured(self.graph, prepared, execute)
+        steps: list[Step] = []
+        outs, seconds, peak = measured(self.graph, prepared,
+                                       lambda hook: self.stepped(prepared, hook), steps)
         listed = tuple(Kernel(k.name, k.source, k.seconds) for k in kernels)
-        return Run(outs, seconds, peak, listed, self.peak_how, program=self.source)
+        return Run(outs, seconds, peak, listed, self.peak_how, program=self.source,
+                   steps=tuple(steps))
 
 
 class CpuBackend(Backend):
