@@ -11,7 +11,7 @@ import linecache
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,6 +59,17 @@ class TupleType:
 Type = TensorType | TupleType
 
 
+class Call(NamedTuple):
+    """One call of the user's on the way to a node (`Source.calls`): the function's short name
+    (with " (transpose)" for its part of the backward pass), which of that function's calls
+    from the same caller it is (0, 1, ... in call order), and how many parts of the node's
+    `scope` were already open around the call."""
+
+    function: str
+    number: int
+    depth: int
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a node came from in the user's code. `file` is a notebook cell as "In[3]".
@@ -67,7 +78,10 @@ class Source:
     helpers, equinox/flax module calls and `jax.named_scope`s around it ("block/attention").
     It is metadata, like the line: passes carry it with the source, the view groups by it.
     `path` is the file as Python knows it (a cell's temporary file for "In[3]"), where the
-    view reads the lines around it; empty when unknown (a parsed or HLO graph)."""
+    view reads the lines around it; empty when unknown (a parsed or HLO graph).
+    `calls` are the user's calls the node was made in, outermost first, below the traced
+    function: the view groups a loop's calls of `layer` as "layer #0", "layer #1", ... Like
+    `path` it is not printed, and not compared."""
 
     file: str
     line: int
@@ -75,6 +89,7 @@ class Source:
     text: str = field(default="", compare=False)
     scope: str = ""
     path: str = field(default="", compare=False, repr=False)
+    calls: tuple[Call, ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -261,3 +276,15 @@ class Graph:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(str(self))
+
+
+def alone(g: Graph, n: Node) -> Graph:
+    """A graph of node `n` of `g` alone: a parameter per distinct input (in the order `n` first
+    reads them, keeping the input's id), `n` as the output. The CPU backend runs a node it
+    leaves to the interpreter this way; a reproducer checks one kernel of a stage this way."""
+    params: list[Node] = []
+    for i in dict.fromkeys(n.inputs):
+        name = g[i].attrs.get("name", f"%{i}") if g[i].op == "parameter" else f"%{i}"
+        attrs = Attrs({"index": len(params), "name": name})
+        params.append(Node(i, "parameter", (), attrs, g[i].type))
+    return Graph([*params, n], [p.id for p in params], [n.id], name=f"{g.name}_{n.op}_{n.id}")

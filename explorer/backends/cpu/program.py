@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType, Type
+from ...ir.graph import Graph, Node, TensorType, TupleType, Type, alone
 from ...ir.ops import OPS
 from ...ir.traits import Emit
 from ..interpreter import last_uses
@@ -199,7 +199,7 @@ class _Writer:
         if self.reuse_interpreters is not None:
             interp = next(self.reuse_interpreters)
         else:
-            interp = self.make_interpreter(_alone(g, n))
+            interp = self.make_interpreter(alone(g, n))
         self.interpreters.append(interp)
         where = f" at {n.source.file}:{n.source.line}" if n.source else ""
         self.notes.append(f"interpreted: {n.op} %{n.id}{where} (the interpreter core's driver)")
@@ -284,16 +284,6 @@ class _Writer:
 
     def module(self) -> str:
         return "\n\n".join("\n".join(f) for f in self.functions) + "\n"
-
-
-def _alone(g: Graph, n: Node) -> Graph:
-    """A graph of `n` alone: a parameter per distinct input, `n` as the output."""
-    params, seen = [], {}
-    for i in n.inputs:
-        if i not in seen:
-            seen[i] = g[i]
-            params.append(Node(i, "parameter", (), Attrs({}), g[i].type))
-    return Graph([*params, n], [p.id for p in params], [n.id], name=f"{g.name}_{n.op}_{n.id}")
 
 
 def _runner(interp: Any) -> Callable[[list[Any]], Any]:
