@@ -1,5 +1,8 @@
 """The widget at model scale (issue 14): first view, stage switch and `to_html` size, on the
-zoo's GPT-block gradient, the 12-layer model's gradient (1,443 ops) and an ~8,000-node graph.
+zoo's GPT-block gradient, the 12-layer model's gradient (1,443 ops) and an ~8,000-node graph;
+and with the heat overlay of a profile (issue 25): every stage of the 12-layer gradient
+profiled on cpu, the first view and the stage switches with the overlay drawn, the roofline
+and memory tabs drawn.
 
 Each figure is measured in this run: the kernel side (building a stage's view: layout and
 SVG, what the widget does before it can show a stage) with time.perf_counter, and the browser
@@ -25,6 +28,7 @@ from explorer.examples import mlp_attention, mlp_attention_grad
 from explorer.ir.builder import GraphBuilder
 from explorer.ir.graph import TensorType
 from explorer.view.payload import stage_view
+from explorer.view.profiles import measured_data
 from explorer.view.render import render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,11 +66,14 @@ def chain_graph(n: int):  # type: ignore[no-untyped-def]
     return b.build([vals[-1]])
 
 
-def browser_figures(page, path: Path, stages: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+DRAWN = ".gx-pane-after .gx-canvas > svg"
+HEAT = ".gx-pane-after .gx-canvas > svg g.gx-heat"  # the overlay painted on the graph
+
+
+def browser_figures(page, path: Path, stages: int, ready: str = DRAWN) -> dict[str, float]:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     page.goto(path.as_uri())
-    page.wait_for_function("() => document.querySelector('.gx-pane-after .gx-canvas > svg')",
-                           timeout=60_000)
+    page.wait_for_function(f"() => document.querySelector({ready!r})", timeout=60_000)
     first = time.perf_counter() - start
     info = page.evaluate("""() => {
         const svg = document.querySelector('.gx-pane-after .gx-canvas > svg');
@@ -81,11 +88,60 @@ def browser_figures(page, path: Path, stages: int) -> dict[str, float]:  # type:
         page.evaluate(f"() => document.querySelectorAll('.gx-chip')[{k}].click()")
         page.wait_for_function(
             f"() => document.querySelector('.gx-chip.gx-current')?.dataset.index === '{k}'"
-            " && document.querySelector('.gx-pane-after .gx-canvas > svg')")
+            f" && document.querySelector({ready!r})")
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(0)))")
         switches.append(time.perf_counter() - t0)
     return {"first": first, "boxes": info["nodes"], "min_text_px": info["minText"],
             "switch": max(switches) if switches else 0.0}
+
+
+def tab_figure(page, tab: str, drawn: str) -> float:  # type: ignore[no-untyped-def]
+    """From a click on a tab to its plot drawn."""
+    t0 = time.perf_counter()
+    page.evaluate(f"() => document.querySelector('[data-tab={tab}]').click()")
+    page.wait_for_function(f"() => document.querySelector({drawn!r})")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(0)))")
+    return time.perf_counter() - t0
+
+
+def heat_rows(page, trace: gx.Trace, label: str, tmp: str) -> list[tuple[str, str, str, str]]:  # type: ignore[no-untyped-def]
+    """Every stage profiled on cpu (the last one with its roofline and memory timeline), then
+    the page with the overlay: first view and stage switches until the heat is drawn."""
+    n = len(trace.stages)
+    start = time.perf_counter()
+    profiles = [trace.profile(stage=k, backend="cpu", repeats=3) for k in range(n)]
+    profile_s = time.perf_counter() - start
+    roof, _ = _timed(trace.roofline, stage=-1, backend="cpu", repeats=3)
+    timeline, _ = _timed(trace.memory_timeline, stage=-1, backend="cpu")
+    measured = measured_data(profiles, [roof], [timeline])
+    # what the kernel does before the first view with the overlay: the view and the data
+    _, kernel_first = _timed(lambda: (stage_view(trace, 0), measured_data(profiles, [roof],
+                                                                          [timeline])))
+    path = Path(tmp) / "heat.html"
+    trace.to_html(path, measured=measured)
+    size = os.path.getsize(path) / 1e6
+    b = browser_figures(page, path, n, ready=HEAT)
+    roof_s = tab_figure(page, "roofline", ".gx-tabbody svg.gx-roofline .gx-roof-pt")
+    memory_s = tab_figure(page, "memory", ".gx-tabbody svg.gx-lifetimes .gx-life")
+    first = kernel_first + b["first"]
+    return [
+        (f"{label}: profile of every stage on cpu (median of 3 each; taken once)",
+         f"{profile_s:.1f} s", "", ""),
+        (f"{label}: first view with the heat overlay, kernel (stage 0's view + profile data)",
+         f"{kernel_first:.2f} s", f"< {GOALS['first view']} s (with the browser's)",
+         "yes" if first < GOALS["first view"] else "**no**"),
+        (f"{label}: first view with the heat overlay, browser (page load to heat drawn)",
+         f"{b['first']:.2f} s", "", ""),
+        (f"{label}: stage switch with the heat overlay, browser (click to heat drawn, worst)",
+         f"{b['switch']:.2f} s", f"< {GOALS['stage switch']} s",
+         "yes" if b["switch"] < GOALS["stage switch"] else "**no**"),
+        (f"{label}: roofline tab; memory tab (click to plot drawn)",
+         f"{roof_s:.2f} s; {memory_s:.2f} s", f"< {GOALS['stage switch']} s",
+         "yes" if max(roof_s, memory_s) < GOALS["stage switch"] else "**no**"),
+        (f"{label}: to_html size with every stage's profile, a roofline and a timeline",
+         f"{size:.2f} MB", f"<= {GOALS['to_html MB']} MB",
+         "yes" if size <= GOALS["to_html MB"] else "**no**"),
+    ]
 
 
 def main() -> list[str]:
@@ -134,6 +190,8 @@ def main() -> list[str]:
             rows.append((f"{label}: to_html size; time", f"{size:.2f} MB; {export_s:.1f} s",
                          f"<= {GOALS['to_html MB']} MB",
                          "yes" if size <= GOALS["to_html MB"] else "**no**"))
+            if name == "12-layer model gradient":
+                rows += heat_rows(page, trace, label, tmp)
         browser.close()
     load = os.getloadavg()
     head = (f"`python -m bench.widget_scale`, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores,"

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..trace import Trace
 from .payload import stage_summaries, stage_view
+from .profiles import trace_measured
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, IDLE, RunState
@@ -94,7 +95,10 @@ def page_data(page: str) -> dict[str, Any]:
 
 
 def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLog | None = None,
-                run_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                run_rows: list[dict[str, Any]] | None = None,
+                measured: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+    """The page's data: every stage's view, and the profiles, rooflines and memory timelines
+    in `measured` (a widget's; by default the trace's latest, trace.last_*)."""
     views = []
     for k in range(len(trace.stages)):
         view = stage_view(trace, k, max_nodes)
@@ -105,7 +109,9 @@ def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLo
              "hide_unchanged": False, "search": "", "source": source, "selected_line": "",
              "show_source": bool(source),
              **{k: DEFAULTS[k] for k in ("tab", "selected_rewrite", "sync_panes", "firing")},
-             "backends": [], "run_rows": list(run_rows or []), "run_state": RunState(**IDLE)}
+             "backends": [], "run_rows": list(run_rows or []), "run_state": RunState(**IDLE),
+             **(trace_measured(trace) if measured is None else measured),
+             "show_heat": DEFAULTS["show_heat"]}
     return {"state": state, "views": views}
 
 

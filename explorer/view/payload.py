@@ -148,6 +148,7 @@ def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
         before_svg=rb.svg if rb else "", after_svg=ra.svg,
         before_words=rb.words if rb else {}, after_words=ra.words,
         before_lines=rb.lines if rb else {}, after_lines=ra.lines,
+        before_groups=rb.groups if rb else {}, after_groups=ra.groups,
         diff_counts=counts, note=notes[0],
         ir_diff=[list(r) for r in text.rows],  # JSON arrays
         rewrites=rewrite_rows(before, after, rewrites, rb, ra),

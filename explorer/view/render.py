@@ -46,6 +46,7 @@ class Rendered:
     note: str = ""  # what was grouped to keep the picture readable
     visible: dict[str, str] = field(default_factory=dict)  # any node's key -> its box's key
     lines: dict[str, list[str]] = field(default_factory=dict)  # box key -> its nodes' lines
+    groups: dict[str, list[int]] = field(default_factory=dict)  # group key -> top-level ids
 
     def elements(self, node_ids: Iterable[int], region: str = "") -> list[str]:
         """The boxes drawing these nodes: top-level ids, or ids in the body `region` names
@@ -323,6 +324,20 @@ def _visible(entries: Iterable[Entry]) -> dict[str, tuple[str, Node]]:
     return out
 
 
+def _group_members(entries: Iterable[Entry]) -> dict[str, list[int]]:
+    """Every group drawn among the graph's own entries, closed or open, -> the ids of the
+    nodes inside it (a profile's times add up along these; region bodies are not entered:
+    their nodes' ids are another graph's)."""
+    out: dict[str, list[int]] = {}
+    for e in entries:
+        if isinstance(e, Folded):
+            out[e.key] = [n.id for n in e.nodes]
+        elif isinstance(e, Cluster):
+            out[e.key] = [n.id for n in e.group.nodes()]
+            out.update(_group_members(e.entries))
+    return out
+
+
 def _group_words(entries: Iterable[Entry]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for e in entries:
@@ -368,7 +383,7 @@ def render(graph: Graph, *, other: Graph | None = None, side: str = "after",
             lines.setdefault(box, set()).add(str(n.source))
     return Rendered(svg, dict(layout.item_of), {k: " ".join(v) for k, v in words.items()},
                     layout.note, {k: box for k, (box, _) in visible.items()},
-                    {k: sorted(v) for k, v in lines.items()})
+                    {k: sorted(v) for k, v in lines.items()}, _group_members(layout.entries))
 
 
 def _hits(graph: Graph, visible: Mapping[str, tuple[str, Node]], layout: Layout,

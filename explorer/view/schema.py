@@ -100,9 +100,11 @@ class CostView(CostNumbers):
 class StageView(TypedDict):
     """Everything shown for one stage against the stage before it; `*_words` map a graph
     element's key to the words a search matches, `*_lines` to the source lines ("file:line")
-    of the nodes it draws. `stage` is the index of the stage shown: while it differs from the
-    chosen index the front end shows that it is loading. `shown_firing` is the firing shown
-    (k >= 1: the graph before and after the pass's k-th firing; -1: the whole pass)."""
+    of the nodes it draws, `*_groups` a group's key (closed or open) to the ids of the graph's
+    own nodes inside it (a box `n<id>` draws node %id; region bodies' nodes are not listed).
+    `stage` is the index of the stage shown: while it differs from the chosen index the front
+    end shows that it is loading. `shown_firing` is the firing shown (k >= 1: the graph before
+    and after the pass's k-th firing; -1: the whole pass)."""
 
     stage: int
     shown_firing: int
@@ -112,6 +114,8 @@ class StageView(TypedDict):
     after_words: dict[str, str]
     before_lines: dict[str, list[str]]
     after_lines: dict[str, list[str]]
+    before_groups: dict[str, list[int]]
+    after_groups: dict[str, list[int]]
     diff_counts: DiffCounts
     note: str
     ir_diff: list[DiffRow]
@@ -176,17 +180,129 @@ class KernelRow(TypedDict):
     seconds: float
 
 
+# ------------------------------------------------------------ profiles, rooflines, memory
+
+
+class ProfileRowData(TypedDict):
+    """One top-level node of a profiled stage (explorer/profile.py): `seconds` per run of the
+    stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
+    moved nothing or took no measurable time. A kernel or loop is timed whole."""
+
+    node: int
+    name: str
+    kind: Literal["kernel", "dot", "loop", "op"]
+    op: str
+    source: str
+    flops: int
+    bytes: int
+    seconds: float
+    calls: int
+    gflops: float | None
+    gbs: float | None
+
+
+class ProfileData(TypedDict):
+    """trace.profile(): where one stage's time goes on one backend (Profile.to_data()). `total`
+    is a profiled run's seconds, `unprofiled` a bare run's."""
+
+    stage: int
+    stage_name: str
+    backend: str
+    total: float
+    unprofiled: float
+    repeats: int
+    notes: list[str]
+    rows: list[ProfileRowData]
+
+
+class PeaksData(TypedDict):
+    """This machine's measured peaks: FLOP/s of a BLAS matrix product, bytes/s of a triad."""
+
+    machine: str
+    flops: float
+    bandwidth: float
+    how: str
+    measured_at: str
+
+
+class RooflinePoint(TypedDict):
+    """A kernel, dot or loop of the stage, or jax.jit's whole program ("xla"): `intensity` is
+    FLOPs per byte, `rate` FLOP/s, `bandwidth` bytes/s, `bound` the roof above it (FLOP/s);
+    null where it did no arithmetic or took no measurable time."""
+
+    name: str
+    kind: Literal["kernel", "dot", "loop", "xla"]
+    node: int | None
+    source: str
+    flops: int
+    bytes: int
+    seconds: float
+    intensity: float | None
+    rate: float | None
+    bandwidth: float | None
+    bound: float | None
+
+
+class RooflineData(TypedDict):
+    """trace.roofline(): a stage's points under the machine's peaks (Roofline.to_data())."""
+
+    stage: int
+    stage_name: str
+    backend: str
+    peaks: PeaksData
+    points: list[RooflinePoint]
+    xla: RooflinePoint | None
+    notes: list[str]
+
+
+# A step of a memory timeline: node, op, source line, planned live bytes after it, planned
+# bytes at it (with its workspace), measured live bytes after it and measured peak while it ran
+# (null where not measured).
+TimelineStep = tuple[int, str, str, int, int, int | None, int | None]
+# A temporary buffer: node, op, source line, bytes, first step, last step that reads it.
+TimelineBuffer = tuple[int, str, str, int, int, int]
+
+
+class TimelineData(TypedDict):
+    """trace.memory_timeline(): planned and measured bytes along a stage's schedule and each
+    temporary buffer's lifetime (MemoryTimeline.to_data()); `peak_step` is the planned peak's."""
+
+    stage: int
+    stage_name: str
+    backend: str
+    steps: list[TimelineStep]
+    buffers: list[TimelineBuffer]
+    planned_peak: int
+    peak_step: int | None
+    measured_peak: int | None
+    measured_peak_step: int | None
+    memory_limit: int | None
+    peak_how: str
+    notes: list[str]
+
+
+class ProfileState(TypedDict):
+    """Progress of a profile under way (`message`), or why it could not run (`error`)."""
+
+    running: bool
+    message: str
+    error: str
+
+
 # ------------------------------------------------------------ the widget
 
 # The tabs below the graphs.
-Tab = Literal["diff", "rewrites", "cost", "kernels", "run"]
+Tab = Literal["diff", "rewrites", "cost", "kernels", "run", "roofline", "memory"]
 
 
 class WidgetState(TypedDict):
     """The widget's traits other than the current stage's view. `opened` holds the user's
     choices of graph groups and regions to open (true) or close (false), by element key.
     `firing` is the firing of the stage's pass to show (-1: the whole pass); `source` the
-    user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel."""
+    user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel.
+    `profiles`, `rooflines` and `timelines` hold the latest of each taken, one per stage at
+    most; `show_heat` colours the graphs by the profiles' times, `profile_backend` is the
+    backend the next profile runs on."""
 
     title: str
     stages: list[StageSummary]
@@ -207,6 +323,12 @@ class WidgetState(TypedDict):
     run_rows: list[RunRow]
     run_state: RunState
     kernels: list[KernelRow]
+    profiles: list[ProfileData]
+    rooflines: list[RooflineData]
+    timelines: list[TimelineData]
+    show_heat: bool
+    profile_backend: str
+    profile_state: ProfileState
     interactive: bool
 
 
@@ -217,7 +339,7 @@ class Traits(WidgetState, StageView):
 # The traits the front end writes back: the user's choices. Python owns all the others.
 Choice = Literal["index", "firing", "hide_unchanged", "search", "selected_rewrite", "tab",
                  "sync_panes", "opened", "selected_line", "show_source", "run_backends",
-                 "run_baselines"]
+                 "run_baselines", "show_heat", "profile_backend"]
 
 
 class RunMessage(TypedDict):
@@ -229,11 +351,42 @@ class RunMessage(TypedDict):
     stage: NotRequired[int]
 
 
+class ProfileMessage(TypedDict):
+    """The front end asks for a profile of a stage (default: the one shown) and of the stage
+    before it, with the stage's roofline and memory timeline, on `backend` (default: the
+    widget's profile_backend)."""
+
+    type: Literal["profile"]
+    backend: NotRequired[str]
+    stage: NotRequired[int]
+
+
+class ReproducerMessage(TypedDict):
+    """The front end asks for a stage's reproducer script, or one kernel's (its node id or
+    name); Python answers with a ReproducerFile message."""
+
+    type: Literal["reproducer"]
+    stage: int
+    kernel: NotRequired[int | str]
+
+
+class ReproducerFile(TypedDict):
+    """A reproducer to save as `filename` (a .py naming the function, the stage and the
+    kernel), or why there is none (`error`)."""
+
+    type: Literal["reproducer"]
+    filename: str
+    text: str
+    error: str
+
+
 IDLE = RunState(running=False, done=0, total=0, message="", pending=[])
 # The traits' starting values where the type's zero ("", 0, False, [], {}) is not it.
 DEFAULTS: dict[str, Any] = {"tab": "diff", "selected_rewrite": -1, "sync_panes": True,
                             "firing": -1, "show_source": True,
-                            "run_baselines": True, "interactive": True, "run_state": IDLE}
+                            "run_baselines": True, "interactive": True, "run_state": IDLE,
+                            "show_heat": True,
+                            "profile_state": ProfileState(running=False, message="", error="")}
 
 
 # ------------------------------------------------------------ exported pages

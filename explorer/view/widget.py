@@ -2,8 +2,9 @@
 
 Python owns the state. The front end (extension/src, bundled into explorer/static/) draws the
 traits, one per key of schema.Traits, and writes back only the user's choices (schema.Choice)
-and a run message (schema.RunMessage). Each stage's view is built on first visit and cached,
-so stepping back is instant.
+and its requests: a run (schema.RunMessage), a profile (ProfileMessage), a reproducer script
+(ReproducerMessage, answered by a ReproducerFile message). Each stage's view is built on
+first visit and cached, so stepping back is instant.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import types
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 import anywidget
 import traitlets as t
@@ -23,11 +24,15 @@ from ..backends import registry
 from ..compare import BASELINES
 from ..trace import Trace
 from .payload import VIEW_KEYS, firings, reveal_for, stage_summaries, stage_view
+from .profiles import ProfileLog, reproducer_file
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
-from .schema import DEFAULTS, RunState, StageView, Traits, fields
+from .schema import DEFAULTS, ProfileState, ReproducerFile, RunState, StageView, Traits, fields
 from .source import source_listing
 from .summary import summary_html
+
+if TYPE_CHECKING:
+    from ..profile import Profile
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 # one background worker builds the views a widget will likely show next (graphviz runs as a
@@ -56,6 +61,15 @@ def _synced_traits(namespace: dict[str, Any]) -> None:
                       for name, tp in fields(Traits).items()})
 
 
+def profile_default(chosen: str, backends: Sequence[str]) -> str:
+    """The backend a profile runs on first: the options' backend unless that is the reference
+    interpreter (a profile of generated kernels says more), else cpu, else what there is."""
+    for b in ((chosen,) if chosen != "reference" else ()) + ("cpu", chosen):
+        if b in backends:
+            return b
+    return backends[0] if backends else chosen
+
+
 SyncedTraits = types.new_class("SyncedTraits", (anywidget.AnyWidget,), exec_body=_synced_traits)
 
 
@@ -71,9 +85,12 @@ class TraceWidget(SyncedTraits):
         self.max_nodes = max_nodes
         self._views: dict[tuple, StageView] = {}
         self.runs = RunLog(trace, repeats)
+        self.measured = ProfileLog(trace, repeats)
         runs = registry.sweep() if backends is None else backends  # dask: when asked by name
         backends = registry.available() if backends is None else backends
         kwargs.setdefault("run_backends", list(runs))
+        kwargs.setdefault("profile_backend", profile_default(trace.options.backend, backends))
+        kwargs.update(self.measured.data())
         source = source_listing(trace.stages[0].graph)
         kwargs.setdefault("show_source", bool(source))
         super().__init__(title=trace.name, stages=stage_summaries(trace), source=source,
@@ -165,11 +182,18 @@ class TraceWidget(SyncedTraits):
     # ------------------------------------------------------------ running
 
     def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("type") == "run":
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "run":
             wanted = content.get("backends", self.run_backends)
             self.run([b for b in wanted if b in self.backends],
                      stage=int(content.get("stage", self.index)),
                      baselines=bool(content.get("baselines", self.run_baselines)))
+        elif kind == "profile":
+            self.profile(content.get("backend") or None, stage=int(content.get("stage", self.index)))
+        elif kind == "reproducer":
+            kernel = content.get("kernel")
+            self.send(dict(self.reproducer(int(content.get("stage", self.index)),
+                                           kernel if isinstance(kernel, int | str) else None)))
 
     def _put(self, row: dict[str, Any]) -> None:
         """Replace the row with the same key, else add it: baselines first, then stages."""
@@ -210,6 +234,49 @@ class TraceWidget(SyncedTraits):
             self.kernels = self.runs.kernels(index)
         return rows
 
+    # ------------------------------------------------------------ profiling
+
+    def profile(self, backend: str | None = None, stage: int | None = None) -> Profile | None:
+        """Profile the stage shown (or `stage`) and the stage before it on `backend` (default:
+        the widget's profile_backend), with the stage's roofline and memory timeline: the
+        graphs get a heat overlay of where the time goes, the kernels tab sorts by it, the
+        roofline and memory tabs draw the rest (explorer/profile.py, roofline.py,
+        timeline.py). Returns the stage's Profile, or None when it could not run: then the
+        widget says why (for a backend that cannot run here, the registry's reason)."""
+        index = self.index if stage is None else max(0, min(int(stage), len(self.trace.stages) - 1))
+        name = backend or self.profile_backend or self.trace.options.backend
+        jobs = self.measured.jobs(index)
+
+        def progress(k: int, label: str) -> None:
+            self.profile_state = ProfileState(running=True, error="",
+                                              message=f"measuring the {label} on {name} "
+                                                      f"({k + 1}/{len(jobs)})")
+
+        if self.prefetch:  # views built in the background would run beside the timed runs
+            _PREFETCH.submit(lambda: None).result()
+        try:
+            errors = self.measured.take(index, name, progress)
+        except registry.BackendError as e:
+            self.profile_state = ProfileState(running=False, message="", error=str(e))
+            return None
+        with self.hold_sync():
+            for key, value in self.measured.data().items():
+                setattr(self, key, value)
+            done = self.measured.profiles.get(index)
+            message = "" if done is None else (
+                f"profiled stage {index} {done.stage} on {name}: {done.total * 1e3:.3f} ms")
+            self.profile_state = ProfileState(running=False, message=message,
+                                              error="; ".join(errors))
+        return done
+
+    def reproducer(self, stage: int | None = None, kernel: int | str | None = None,
+                   backend: str | None = None) -> ReproducerFile:
+        """Stage `stage`'s standalone reproducer script (default: the stage shown), or one
+        kernel's (its node id or name), on `backend` (default: the profile backend), as the
+        front end saves it: {"filename", "text", "error"} (Stage.reproducer)."""
+        index = self.index if stage is None else max(0, min(int(stage), len(self.trace.stages) - 1))
+        return reproducer_file(self.trace, index, kernel, backend or self.profile_backend or "cpu")
+
     def comparison(self, plot: bool = True) -> Any:
         """The measured rows as trace.compare() shows them: its table and plot."""
         return self.runs.comparison([r["key"] for r in self.run_rows], plot=plot)
@@ -219,7 +286,7 @@ class TraceWidget(SyncedTraits):
         from .export import to_html
 
         return to_html(self.trace, path, max_nodes=self.max_nodes, runs=self.runs,
-                       run_rows=list(self.run_rows))
+                       run_rows=list(self.run_rows), measured=self.measured.data())
 
     # ------------------------------------------------------------ static fallback
 
@@ -247,4 +314,5 @@ class TraceWidget(SyncedTraits):
         from .export import static_html
 
         return static_html(self.trace, summary_html(self.trace, max_nodes=self.max_nodes),
-                           max_nodes=self.max_nodes, runs=self.runs, run_rows=list(self.run_rows))
+                           max_nodes=self.max_nodes, runs=self.runs, run_rows=list(self.run_rows),
+                           measured=self.measured.data())

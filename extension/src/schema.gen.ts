@@ -74,9 +74,11 @@ export interface CostView extends CostNumbers {
 /**
  * Everything shown for one stage against the stage before it; `*_words` map a graph
  * element's key to the words a search matches, `*_lines` to the source lines ("file:line")
- * of the nodes it draws. `stage` is the index of the stage shown: while it differs from the
- * chosen index the front end shows that it is loading. `shown_firing` is the firing shown
- * (k >= 1: the graph before and after the pass's k-th firing; -1: the whole pass).
+ * of the nodes it draws, `*_groups` a group's key (closed or open) to the ids of the graph's
+ * own nodes inside it (a box `n<id>` draws node %id; region bodies' nodes are not listed).
+ * `stage` is the index of the stage shown: while it differs from the chosen index the front
+ * end shows that it is loading. `shown_firing` is the firing shown (k >= 1: the graph before
+ * and after the pass's k-th firing; -1: the whole pass).
  */
 export interface StageView {
   stage: number;
@@ -87,6 +89,8 @@ export interface StageView {
   after_words: Record<string, string>;
   before_lines: Record<string, string[]>;
   after_lines: Record<string, string[]>;
+  before_groups: Record<string, number[]>;
+  after_groups: Record<string, number[]>;
   diff_counts: DiffCounts;
   note: string;
   ir_diff: DiffRow[];
@@ -150,14 +154,126 @@ export interface KernelRow {
   seconds: number;
 }
 
+/**
+ * One top-level node of a profiled stage (explorer/profile.py): `seconds` per run of the
+ * stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
+ * moved nothing or took no measurable time. A kernel or loop is timed whole.
+ */
+export interface ProfileRowData {
+  node: number;
+  name: string;
+  kind: "kernel" | "dot" | "loop" | "op";
+  op: string;
+  source: string;
+  flops: number;
+  bytes: number;
+  seconds: number;
+  calls: number;
+  gflops: number | null;
+  gbs: number | null;
+}
+
+/**
+ * trace.profile(): where one stage's time goes on one backend (Profile.to_data()). `total`
+ * is a profiled run's seconds, `unprofiled` a bare run's.
+ */
+export interface ProfileData {
+  stage: number;
+  stage_name: string;
+  backend: string;
+  total: number;
+  unprofiled: number;
+  repeats: number;
+  notes: string[];
+  rows: ProfileRowData[];
+}
+
+/** This machine's measured peaks: FLOP/s of a BLAS matrix product, bytes/s of a triad. */
+export interface PeaksData {
+  machine: string;
+  flops: number;
+  bandwidth: number;
+  how: string;
+  measured_at: string;
+}
+
+/**
+ * A kernel, dot or loop of the stage, or jax.jit's whole program ("xla"): `intensity` is
+ * FLOPs per byte, `rate` FLOP/s, `bandwidth` bytes/s, `bound` the roof above it (FLOP/s);
+ * null where it did no arithmetic or took no measurable time.
+ */
+export interface RooflinePoint {
+  name: string;
+  kind: "kernel" | "dot" | "loop" | "xla";
+  node: number | null;
+  source: string;
+  flops: number;
+  bytes: number;
+  seconds: number;
+  intensity: number | null;
+  rate: number | null;
+  bandwidth: number | null;
+  bound: number | null;
+}
+
+/** trace.roofline(): a stage's points under the machine's peaks (Roofline.to_data()). */
+export interface RooflineData {
+  stage: number;
+  stage_name: string;
+  backend: string;
+  peaks: PeaksData;
+  points: RooflinePoint[];
+  xla: RooflinePoint | null;
+  notes: string[];
+}
+
+/**
+ * A step of a memory timeline: node, op, source line, planned live bytes after it, planned
+ * bytes at it (with its workspace), measured live bytes after it and measured peak while it ran
+ * (null where not measured).
+ */
+export type TimelineStep = [number, string, string, number, number, number | null, number | null];
+
+/** A temporary buffer: node, op, source line, bytes, first step, last step that reads it. */
+export type TimelineBuffer = [number, string, string, number, number, number];
+
+/**
+ * trace.memory_timeline(): planned and measured bytes along a stage's schedule and each
+ * temporary buffer's lifetime (MemoryTimeline.to_data()); `peak_step` is the planned peak's.
+ */
+export interface TimelineData {
+  stage: number;
+  stage_name: string;
+  backend: string;
+  steps: TimelineStep[];
+  buffers: TimelineBuffer[];
+  planned_peak: number;
+  peak_step: number | null;
+  measured_peak: number | null;
+  measured_peak_step: number | null;
+  memory_limit: number | null;
+  peak_how: string;
+  notes: string[];
+}
+
+/** Progress of a profile under way (`message`), or why it could not run (`error`). */
+export interface ProfileState {
+  running: boolean;
+  message: string;
+  error: string;
+}
+
 /** The tabs below the graphs. */
-export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run";
+export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run" | "roofline" | "memory";
 
 /**
  * The widget's traits other than the current stage's view. `opened` holds the user's
  * choices of graph groups and regions to open (true) or close (false), by element key.
  * `firing` is the firing of the stage's pass to show (-1: the whole pass); `source` the
  * user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel.
+ * `profiles`, `rooflines` and `timelines` hold the latest of each taken, one per stage at
+ * most; `show_heat` colours the graphs by the profiles' times, `profile_backend` is the
+ * backend the next profile runs on.
  */
 export interface WidgetState {
   title: string;
@@ -179,6 +295,12 @@ export interface WidgetState {
   run_rows: RunRow[];
   run_state: RunState;
   kernels: KernelRow[];
+  profiles: ProfileData[];
+  rooflines: RooflineData[];
+  timelines: TimelineData[];
+  show_heat: boolean;
+  profile_backend: string;
+  profile_state: ProfileState;
   interactive: boolean;
 }
 
@@ -186,7 +308,7 @@ export interface WidgetState {
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines";
+export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -194,6 +316,38 @@ export interface RunMessage {
   backends?: string[];
   baselines?: boolean;
   stage?: number;
+}
+
+/**
+ * The front end asks for a profile of a stage (default: the one shown) and of the stage
+ * before it, with the stage's roofline and memory timeline, on `backend` (default: the
+ * widget's profile_backend).
+ */
+export interface ProfileMessage {
+  type: "profile";
+  backend?: string;
+  stage?: number;
+}
+
+/**
+ * The front end asks for a stage's reproducer script, or one kernel's (its node id or
+ * name); Python answers with a ReproducerFile message.
+ */
+export interface ReproducerMessage {
+  type: "reproducer";
+  stage: number;
+  kernel?: number | string;
+}
+
+/**
+ * A reproducer to save as `filename` (a .py naming the function, the stage and the
+ * kernel), or why there is none (`error`).
+ */
+export interface ReproducerFile {
+  type: "reproducer";
+  filename: string;
+  text: string;
+  error: string;
 }
 
 /** One stage of an exported page: its view and the kernels of its runs. */
@@ -216,7 +370,8 @@ export interface ExportData {
 export const TRAIT_NAMES: (keyof Traits)[] = [
   "title", "stages", "index", "firing", "source", "selected_line", "show_source", "hide_unchanged",
   "search", "tab", "selected_rewrite", "sync_panes", "opened", "backends", "run_backends",
-  "run_baselines", "run_rows", "run_state", "kernels", "interactive", "stage", "shown_firing",
+  "run_baselines", "run_rows", "run_state", "kernels", "profiles", "rooflines", "timelines",
+  "show_heat", "profile_backend", "profile_state", "interactive", "stage", "shown_firing",
   "before_svg", "after_svg", "before_words", "after_words", "before_lines", "after_lines",
-  "diff_counts", "note", "ir_diff", "rewrites", "cost",
+  "before_groups", "after_groups", "diff_counts", "note", "ir_diff", "rewrites", "cost",
 ];

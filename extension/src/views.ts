@@ -1,9 +1,11 @@
-// The tab bodies: IR diff, rewrites, cost, kernels, run. Each is a pure function of the data.
+// The tab bodies: IR diff, rewrites, cost, kernels, run (the roofline and memory tabs are in
+// measured.ts). Each is a pure function of the data.
 
 import { h } from "./dom";
 import { delta, formatBytes, formatCount, formatSeconds } from "./format";
+import { profileTable, shareText, sortKernels } from "./measured";
 import { barFractions, timelinePlot } from "./plot";
-import type { CostView, DiffRow, KernelRow, RewriteRow, RunRow, RunState } from "./schema.gen";
+import type { CostView, DiffRow, KernelRow, ProfileData, RewriteRow, RunRow, RunState } from "./schema.gen";
 
 const MARK: Record<string, string> = { equal: "", delete: "−", insert: "+", replace: "~", skip: "" };
 
@@ -109,27 +111,66 @@ export function costPanel(cost: CostView | null): HTMLElement {
   return h("div", { class: "gx-costpanel" }, table, h("figure", { class: "gx-figure" }, timelinePlot(cost.timeline, cost.memory_limit), h("figcaption", {}, caption)));
 }
 
-export function kernelsPanel(kernels: KernelRow[]): HTMLElement {
-  if (!kernels.length) {
+export interface SavedFile {
+  filename: string; // what was asked for (the reply names it)
+  url: string; // a blob: link to save it again ("" until it arrives)
+  error: string;
+  pending: boolean;
+}
+
+export interface KernelsOptions {
+  kernels: KernelRow[];
+  profile: ProfileData | null; // this stage's, if profiled
+  stage: number;
+  stageName: string;
+  onReproducer: ((kernel: number | string | null) => void) | null; // null: no kernel to ask
+  saved: SavedFile | null; // the last reproducer asked for
+}
+
+/** The kernels tab: the stage's reproducer, where the time goes (a profile), and the kernels
+ * the backends generated, slowest first. */
+export function kernelsPanel(o: KernelsOptions): HTMLElement {
+  const ask = o.onReproducer;
+  const repro = ask
+    ? h(
+        "div",
+        { class: "gx-runbar gx-reprobar" },
+        h("button", { class: "gx-repro-stage", title: "download a standalone Python script that rebuilds this stage from its IR text, runs it on random inputs and checks it against the reference interpreter", on: { click: () => ask(null) } }, `⤓ reproducer of stage ${o.stage} ${o.stageName} (.py)`),
+        savedNote(o.saved),
+      )
+    : h("p", { class: "gx-hint gx-reprobar" }, "reproducer scripts: in a live notebook, or stage.reproducer() in Python");
+  const sorted = sortKernels(o.kernels, o.profile);
+  const kernels = sorted.map((k, i) => {
+    const button = ask && k.row.name !== "the program"
+      ? h("button", { class: "gx-zoom gx-repro-kernel", title: "download this kernel's reproducer", on: { click: (ev: Event) => { ev.preventDefault(); ev.stopPropagation(); ask(k.row.name); } } }, "⤓ .py")
+      : null;
+    const time = k.seconds ? ` · ${formatSeconds(k.seconds)}${k.profiled && o.profile ? ` profiled, ${shareText(k.seconds, o.profile.total)} of the stage` : ""}` : "";
     return h(
-      "div",
-      { class: "gx-empty" },
-      h("p", {}, "no kernels in this stage"),
-      h("p", { class: "gx-hint" }, "kernels appear here after the stage runs on a backend that generates them (CPU, GPU)"),
+      "details",
+      { class: "gx-kernel", attrs: i < 3 ? { open: "" } : {} },
+      h("summary", {}, `${k.row.backend} · ${k.row.name}${time} `, button),
+      h("pre", { class: "gx-source" }, k.row.source),
     );
-  }
-  return h(
-    "div",
-    { class: "gx-kernels" },
-    ...kernels.map((k, i) =>
-      h(
-        "details",
-        { class: "gx-kernel", attrs: i < 3 ? { open: "" } : {} },
-        h("summary", {}, `${k.backend} · ${k.name}${k.seconds ? ` · ${formatSeconds(k.seconds)}` : ""}`),
-        h("pre", { class: "gx-source" }, k.source),
-      ),
-    ),
-  );
+  });
+  const table = o.profile ? profileTable(o.profile, ask ? (node) => ask(node) : null) : null;
+  const empty = !kernels.length && o.profile
+    ? h("p", { class: "gx-hint" }, "the generated kernels' sources appear here after the stage runs on a backend that generates them (the run tab)")
+    : !kernels.length
+    ? h(
+        "div",
+        { class: "gx-empty" },
+        h("p", {}, "no kernels in this stage"),
+        h("p", { class: "gx-hint" }, "kernels appear here after the stage runs on a backend that generates them (CPU, GPU); profile it (the run tab) to see where its time goes"),
+      )
+    : null;
+  return h("div", { class: "gx-kernels" }, repro, table, empty, ...kernels);
+}
+
+function savedNote(s: SavedFile | null): HTMLElement | null {
+  if (!s) return null;
+  if (s.pending) return h("span", { class: "gx-progress gx-running" }, `making ${s.filename}…`);
+  if (s.error) return h("span", { class: "gx-profile-error" }, `no reproducer: ${s.error}`);
+  return h("span", { class: "gx-hint" }, "saved ", h("a", { class: "gx-saved", attrs: { href: s.url, download: s.filename } }, s.filename), " (click to save again)");
 }
 
 export interface RunControls {
@@ -142,6 +183,7 @@ export interface RunControls {
   rows: RunRow[];
   stageName: string;
   onRun: (backends: string[], baselines: boolean) => void;
+  profile?: HTMLElement | null; // the profile action, next to the backend choice
 }
 
 const BASELINES = "NumPy, JAX eager, jax.jit";
@@ -183,7 +225,7 @@ export function runPanel(c: RunControls): HTMLElement {
       )
     : null;
   const pending = c.state.running ? c.state.pending ?? [] : [];
-  return h("div", { class: "gx-runpanel" }, controls, progress, runBars(c.rows, pending));
+  return h("div", { class: "gx-runpanel" }, controls, c.profile ?? null, progress, runBars(c.rows, pending));
 }
 
 /** "2.1× slower" / "1.5× faster" than a reference time; "" when either is missing. */

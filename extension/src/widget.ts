@@ -1,15 +1,19 @@
 // The step-through pass widget: a bar of stage chips, before/after graphs, and tabs.
-// It draws the model's traits and writes back only the user's choices (schema.Choice in schema.gen.ts).
+// It draws the model's traits and writes back only the user's choices (schema.Choice in
+// schema.gen.ts) and its requests (a run, a profile, a reproducer script).
 
 import { clear, h } from "./dom";
+import { formatSeconds } from "./format";
+import { boxSeconds, type HeatCell, heatGradient, paintHeat } from "./heat";
+import { forStage, type MeasuredContext, memoryPanel, profileBar, rooflinePanel, shareText, shortLine } from "./measured";
 import { PanZoom, type ViewOp } from "./panzoom";
 import { sanitizeSvg } from "./sanitize";
 import { findHits } from "./search";
 import { boxesOfLine, boxKey, keyOf, linesOnShow, scrollToSelected, sourcePanel } from "./source";
 import { stepFiring, stepIndex } from "./stepping";
-import { type Choice, type RunMessage, type Tab, TRAIT_NAMES, type Traits } from "./schema.gen";
+import { type Choice, type ProfileData, type ProfileMessage, type ReproducerFile, type ReproducerMessage, type RunMessage, type Tab, TRAIT_NAMES, type Traits } from "./schema.gen";
 import type { Model } from "./types";
-import { costPanel, diffTable, kernelsPanel, rewritesList, runPanel } from "./views";
+import { costPanel, diffTable, kernelsPanel, rewritesList, runPanel, type SavedFile } from "./views";
 
 export const TABS: [Tab, string][] = [
   ["diff", "IR diff"],
@@ -17,6 +21,8 @@ export const TABS: [Tab, string][] = [
   ["cost", "cost"],
   ["kernels", "kernels"],
   ["run", "run"],
+  ["roofline", "roofline"],
+  ["memory", "memory"],
 ];
 
 interface Pane {
@@ -158,6 +164,28 @@ function highlight(pane: Pane, keys: string[], searching: boolean): Element[] {
   return found;
 }
 
+/** What hovering a heated box says: the node (or how many a group sums), its time and share. */
+export function heatTip(p: ProfileData): (key: string, cell: HeatCell, label: string) => string {
+  const rows = new Map(p.rows.map((r) => [`n${r.node}`, r]));
+  return (key, cell, label) => {
+    const r = rows.get(key);
+    const what = r ? `${r.name} (${r.kind})` + (r.source ? `\n${shortLine(r.source)}` : "") : `${label ? `${label}: ` : ""}${cell.nodes} timed node${cell.nodes > 1 ? "s" : ""}`;
+    return `${what}\n${formatSeconds(cell.seconds)} · ${shareText(cell.seconds, p.total)} of stage ${p.stage} ${p.stage_name} on ${p.backend}`;
+  };
+}
+
+/** Save `text` as a file named `filename` (a download through a blob: link); returns the
+ * link's address, which stays valid so the user can save it again. */
+export function saveFile(filename: string, text: string): string {
+  const url = URL.createObjectURL(new Blob([text], { type: "text/x-python" }));
+  const a = h("a", { attrs: { href: url, download: filename } });
+  a.style.display = "none";
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  return url;
+}
+
 export function renderWidget(model: Model, el: HTMLElement): () => void {
   const get = <K extends keyof Traits>(k: K): Traits[K] => model.get(k);
   const choose = <K extends Choice>(k: K, v: Traits[K]) => {
@@ -238,6 +266,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   const loading = h("div", { class: "gx-loading-note" }, "loading…");
   const tabbar = h("div", { class: "gx-tabbar", attrs: { role: "tablist" } });
   const tabbody = h("div", { class: "gx-tabbody" });
+  const tip = h("div", { class: "gx-tip", attrs: { role: "tooltip" } });
 
   const root = h(
     "div",
@@ -263,9 +292,55 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     board,
     tabbar,
     tabbody,
+    tip,
   );
   board.appendChild(loading);
   el.appendChild(root);
+
+  // hover texts: any element with a data-tip (heated boxes, plot points, bars, steps)
+  const onHover = (ev: PointerEvent) => {
+    const target = (ev.target as Element | null)?.closest?.("[data-tip]");
+    if (!target || !root.contains(target)) {
+      tip.style.display = "none";
+      return;
+    }
+    tip.textContent = target.getAttribute("data-tip");
+    tip.style.display = "block";
+    const r = root.getBoundingClientRect();
+    let x = ev.clientX - r.left + 14;
+    if (x + tip.offsetWidth > r.width) x = Math.max(0, ev.clientX - r.left - tip.offsetWidth - 10);
+    // below the pointer, or above it where the window or the widget (its output area clips it) ends first
+    const below = ev.clientY + 16 + tip.offsetHeight <= Math.min(window.innerHeight || Infinity, r.bottom);
+    tip.style.left = `${x}px`;
+    tip.style.top = `${below ? ev.clientY - r.top + 16 : ev.clientY - r.top - tip.offsetHeight - 10}px`;
+  };
+  const hideTip = () => (tip.style.display = "none");
+  root.addEventListener("pointermove", onHover);
+  root.addEventListener("pointerleave", hideTip);
+
+  // requests to Python: a profile, a reproducer script (answered by a message)
+  const live = () => get("interactive") !== false;
+  const profileNow = (backend: string) => {
+    if (backend && backend !== get("profile_backend")) choose("profile_backend", backend);
+    model.send({ type: "profile", backend, stage: get("index") } satisfies ProfileMessage);
+  };
+  let saved: SavedFile | null = null;
+  const askReproducer = (kernel: number | string | null) => {
+    const index = get("index");
+    saved = { filename: kernel === null ? `the reproducer of stage ${index}` : `the reproducer of ${typeof kernel === "number" ? `%${kernel}` : kernel}`, url: "", error: "", pending: true };
+    model.send({ type: "reproducer", stage: index, ...(kernel === null ? {} : { kernel }) } satisfies ReproducerMessage);
+    renderTabs();
+  };
+  const onCustom = (content: unknown) => {
+    const msg = content as ReproducerFile | null;
+    if (!msg || msg.type !== "reproducer") return;
+    if (saved?.url) URL.revokeObjectURL(saved.url);
+    saved = msg.error
+      ? { filename: msg.filename, url: "", error: msg.error, pending: false }
+      : { filename: msg.filename, url: saveFile(msg.filename, msg.text), error: "", pending: false };
+    renderTabs();
+  };
+  model.on("msg:custom", onCustom);
 
   const onKey = (ev: KeyboardEvent) => {
     const target = ev.target as HTMLElement | null;
@@ -339,9 +414,46 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     legend.appendChild(h("span", { class: "gx-swatch gx-swatch-group", title: "nodes of one scope, function or line: click to open or close" }, "group"));
     const note = stale ? "" : get("note");
     if (note) legend.appendChild(h("span", { class: "gx-note" }, `(${note})`));
+    const heat = heatLegend(index);
+    if (heat) legend.appendChild(heat);
     legend.appendChild(legendHint);
     before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
     after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
+  }
+
+  /** The heat overlay's switch and scale, when the stage or the one before it was profiled. */
+  function heatLegend(index: number): HTMLElement | null {
+    const profiles = get("profiles") ?? [];
+    const pa = forStage(profiles, index);
+    const pb = index > 0 ? forStage(profiles, index - 1) : null;
+    if (!pa && !pb) return null;
+    const box = h("input", { attrs: { type: "checkbox" }, on: { change: () => choose("show_heat", box.checked) } }) as HTMLInputElement;
+    box.checked = get("show_heat") !== false;
+    const times = [pb ? `before ${formatSeconds(pb.total)}` : "", pa ? `${index > 0 ? "after " : ""}${formatSeconds(pa.total)}` : ""].filter(Boolean).join(" · ");
+    const backends = Array.from(new Set([pb?.backend, pa?.backend].filter(Boolean))).join(", ");
+    const firing = (get("firing") ?? -1) >= 1 ? " (the whole pass's graphs only)" : "";
+    return h(
+      "span",
+      { class: "gx-heatlegend", title: "boxes coloured by their share of their stage's profiled time: a node its own, a group the sum of its nodes', a kernel or loop its whole body's; hover a box for its time" },
+      h("label", { class: "gx-heat-toggle" }, box, " time"),
+      h("span", { class: "gx-heat-ramp", attrs: { style: `background:${heatGradient()}` } }),
+      h("span", { class: "gx-note" }, `share of the stage: 0 → 100% · ${times} on ${backends}${firing}`),
+    );
+  }
+
+  /** Colour both panes by their stage's profile (the whole pass's graphs only: a firing's
+   * intermediate graphs were never profiled). */
+  function applyHeat(): void {
+    const on = get("show_heat") !== false && !isStale() && (get("shown_firing") ?? -1) < 1;
+    const index = get("index");
+    const profiles = get("profiles") ?? [];
+    const paint = (pane: Pane, p: ProfileData | null, groups: Record<string, number[]>) => {
+      if (!pane.svg) return;
+      paintHeat(pane.svg, p ? boxSeconds(p, groups) : null, p ? heatTip(p) : () => "");
+      pane.canvas.classList.toggle("gx-heated", !!p);
+    };
+    paint(before, on && index > 0 ? forStage(profiles, index - 1) : null, get("before_groups") ?? {});
+    paint(after, on ? forStage(profiles, index) : null, get("after_groups") ?? {});
   }
 
   function isStale(): boolean {
@@ -422,7 +534,15 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     clear(tabbody);
     const stages = get("stages") ?? [];
     const index = get("index");
-    if (isStale() && tab !== "run") {
+    const measuredContext = (items: { stage: number; stage_name: string }[]): MeasuredContext => ({
+      index,
+      stageName: stages[index]?.name ?? "",
+      taken: items.map((x) => ({ stage: x.stage, name: x.stage_name })),
+      onGo: (k) => choose("index", k),
+      onProfile: live() && !(get("profile_state")?.running) ? () => profileNow(get("profile_backend") ?? "") : null,
+      backend: get("profile_backend") ?? "",
+    });
+    if (isStale() && tab !== "run" && tab !== "roofline" && tab !== "memory") {
       tabbody.appendChild(h("p", { class: "gx-empty gx-loading-tab" }, `loading stage ${index}…`));
     } else if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
     else if (tab === "rewrites") {
@@ -431,7 +551,24 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k), onStep, firing >= 1 ? firing - 1 : 0));
     }
     else if (tab === "cost") tabbody.appendChild(costPanel(get("cost")));
-    else if (tab === "kernels") tabbody.appendChild(kernelsPanel(get("kernels") ?? []));
+    else if (tab === "kernels") {
+      tabbody.appendChild(
+        kernelsPanel({
+          kernels: get("kernels") ?? [],
+          profile: forStage(get("profiles"), index),
+          stage: index,
+          stageName: stages[index]?.name ?? "",
+          onReproducer: live() ? askReproducer : null,
+          saved,
+        }),
+      );
+    } else if (tab === "roofline") {
+      const items = get("rooflines") ?? [];
+      tabbody.appendChild(rooflinePanel(forStage(items, index), measuredContext(items)));
+    } else if (tab === "memory") {
+      const items = get("timelines") ?? [];
+      tabbody.appendChild(memoryPanel(forStage(items, index), measuredContext(items)));
+    }
     else if (tab === "run") {
       tabbody.appendChild(
         runPanel({
@@ -448,6 +585,16 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
           rows: get("run_rows") ?? [],
           stageName: stages[index]?.name ?? "",
           onRun: (backends, baselines) => model.send({ type: "run", backends, baselines, stage: index } satisfies RunMessage),
+          profile: profileBar({
+            backends: get("backends") ?? [],
+            chosen: get("profile_backend") ?? "",
+            onChoose: (b) => choose("profile_backend", b),
+            interactive: live(),
+            state: get("profile_state") ?? { running: false, message: "", error: "" },
+            stageName: stages[index]?.name ?? "",
+            prevName: index > 0 ? (stages[index - 1]?.name ?? null) : null,
+            onProfile: profileNow,
+          }),
         }),
       );
     }
@@ -464,7 +611,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("show_source", "source")) showSource.checked = get("show_source") !== false;
     if (any("search") && document.activeElement !== search) search.value = get("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
-    if (any("stages", "index", "diff_counts", "note", "stage", "firing", "shown_firing", "rewrites", "interactive")) renderHeading();
+    if (any("stages", "index", "diff_counts", "note", "stage", "firing", "shown_firing", "rewrites", "interactive", "profiles", "show_heat")) renderHeading();
     // the view traits lag the chosen stage while Python builds them: say so, show nothing stale
     const stale = isStale();
     root.classList.toggle("gx-stale", stale);
@@ -481,17 +628,22 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("after_svg")) showSvg(after, get("after_svg") ?? "", "no graph");
     else if (relayout) after.panzoom?.fit();
     if (any("before_svg", "after_svg")) focus();
+    if (any("before_svg", "after_svg", "before_groups", "after_groups", "profiles", "show_heat", "stage", "index", "firing", "shown_firing")) applyHeat();
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words", "selected_line", "before_lines", "after_lines")) {
       const revealLine = d.has("selected_line") && lineFromPanel && !!get("selected_line");
       applyHighlights((d.has("selected_rewrite") && get("selected_rewrite") >= 0) || revealLine);
     }
-    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines", "firing", "shown_firing")) renderTabs();
+    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines", "firing", "shown_firing", "profiles", "rooflines", "timelines", "profile_state", "profile_backend")) renderTabs();
   }
   update();
 
   return () => {
     for (const [ev, cb] of listeners) model.off(ev, cb);
+    model.off("msg:custom", onCustom);
+    if (saved?.url) URL.revokeObjectURL(saved.url);
     root.removeEventListener("keydown", onKey);
+    root.removeEventListener("pointermove", onHover);
+    root.removeEventListener("pointerleave", hideTip);
     before.panzoom?.destroy();
     after.panzoom?.destroy();
     root.remove();

@@ -5,7 +5,7 @@ import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
 import { diffTable } from "../src/views";
-import { fixture } from "./fixture";
+import { fixture, measured } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
 
@@ -362,5 +362,162 @@ describe("a long IR diff", () => {
     expect(el.querySelectorAll("tr").length).toBe(400);
     (el.querySelector(".gx-more") as HTMLButtonElement).click();
     expect(el.querySelectorAll("tr").length).toBe(1000);
+  });
+});
+
+describe("where the time goes", () => {
+  let el: HTMLElement;
+  let model: StaticModel;
+  const sent: unknown[] = [];
+  beforeEach(async () => {
+    document.body.innerHTML = "";
+    el = document.createElement("div");
+    document.body.appendChild(el);
+    const data = fixture();
+    data.state = { ...data.state, ...measured(), show_heat: true, index: 1 };
+    // stage 1's graph with a group box holding nodes %1 and %2
+    data.views[1].after_svg = data.views[1].after_svg.replace("</g></svg>", `<g class="node gx_g0123456789 gx_group"><polygon fill="#f7f7f7"/><text>▸ layer · 2 ops</text></g></g></svg>`);
+    data.views[1].after_groups = { g0123456789: [1, 2] };
+    model = new StaticModel(data);
+    sent.length = 0;
+    model.send = (content: unknown) => sent.push(content);
+    renderWidget(model, el);
+    await flush();
+  });
+  const fill = (side: string, key: string) => (el.querySelector(`.gx-pane-${side} .gx_${key} polygon`) as SVGElement).style.getPropertyValue("fill");
+  const emit = (content: unknown) => (model as any).handlers.get("msg:custom")?.forEach((cb: (c: unknown) => void) => cb(content));
+
+  it("colours both panes by their stage's profile, groups by their sum, and turns off", async () => {
+    expect(fill("after", "n1")).not.toBe(""); // fused_1: 60% of stage 1
+    expect(fill("before", "n1")).not.toBe(""); // mul %1: 80% of stage 0
+    expect(fill("after", "n1")).not.toBe(fill("after", "n2")); // 60% and 10%
+    expect(fill("after", "n0")).toBe(""); // an input: no time of its own
+    expect(el.querySelector(".gx-pane-after .gx_n0")!.classList.contains("gx-heat-none")).toBe(true);
+    expect(fill("after", "g0123456789")).not.toBe(""); // %1 and %2: 70%
+    expect(fill("after", "g0123456789")).not.toBe(fill("after", "n1"));
+    const group = el.querySelector(".gx-pane-after .gx_g0123456789")!;
+    expect(group.getAttribute("data-tip")).toBe("layer · 2 ops: 2 timed nodes\n7.00 ms · 70% of stage 1 simplify on cpu");
+    expect(el.querySelector(".gx-pane-after .gx_n1")!.getAttribute("data-tip")).toBe("fused_1 (kernel)\nIn[3]:2\n6.00 ms · 60% of stage 1 simplify on cpu");
+    const legend = el.querySelector(".gx-heatlegend")!;
+    expect(legend.textContent).toContain("before 10.00 ms · after 10.00 ms on cpu");
+    (legend.querySelector("input") as HTMLInputElement).click();
+    await flush();
+    expect(model.get("show_heat")).toBe(false);
+    expect(fill("after", "n1")).toBe("");
+    expect(el.querySelectorAll(".gx-heat, .gx-heat-none").length).toBe(0);
+  });
+
+  it("shows a box's time on hover", async () => {
+    const box = el.querySelector(".gx-pane-after .gx_n1 text")!;
+    box.dispatchEvent(new PointerEvent("pointermove", { bubbles: true, clientX: 10, clientY: 10 }));
+    const tip = el.querySelector(".gx-tip") as HTMLElement;
+    expect(tip.style.display).toBe("block");
+    expect(tip.textContent).toContain("6.00 ms · 60% of stage 1");
+    el.querySelector(".gx-heading")!.dispatchEvent(new PointerEvent("pointermove", { bubbles: true }));
+    expect(tip.style.display).toBe("none");
+  });
+
+  it("draws no heat on a stage no profile covers, nor on a firing's graphs", async () => {
+    model.set("index", 3);
+    model.save_changes();
+    await flush();
+    expect(el.querySelectorAll(".gx-heat").length).toBe(0);
+    expect(el.querySelector(".gx-heatlegend")).toBeNull();
+  });
+
+  it("draws the roofline: the roof, a point per kernel, dot and loop, and XLA's star", async () => {
+    model.set("tab", "roofline");
+    model.save_changes();
+    await flush();
+    const plot = el.querySelector(".gx-tabbody svg.gx-roofline")!;
+    expect(plot.querySelector("path.gx-roof")).not.toBeNull();
+    expect(Array.from(plot.querySelectorAll(".gx-roof-pt")).map((g) => g.getAttribute("class"))).toEqual(["gx-roof-pt gx-roof-kernel", "gx-roof-pt gx-roof-dot", "gx-roof-pt gx-roof-xla"]);
+    expect(plot.textContent).toContain("peak 100.0 GFLOP/s");
+    expect(plot.textContent).toContain("10.0 GB/s");
+    const rows = Array.from(el.querySelectorAll(".gx-rooflinepanel tbody tr")).map((r) => r.querySelector("td")!.textContent);
+    expect(rows).toEqual(["fused_1", "jax.jit", "dot_general %5", "copy"]); // slowest first
+    expect(el.querySelector(".gx-rooflinepanel figcaption")!.textContent).toContain("1 without arithmetic");
+    model.set("index", 0);
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-tabbody")!.textContent).toContain("no roofline of stage 0 traced yet");
+    (el.querySelector(".gx-measured-go") as HTMLButtonElement).click();
+    await flush();
+    expect(model.get("index")).toBe(1);
+  });
+
+  it("draws the memory timeline: planned, measured, the peak, the limit and the buffers", async () => {
+    model.set("tab", "memory");
+    model.save_changes();
+    await flush();
+    const panel = el.querySelector(".gx-memorypanel")!;
+    expect(panel.querySelector(".gx-plot-area")).not.toBeNull();
+    expect(panel.querySelector(".gx-plot-measured")).not.toBeNull();
+    expect(panel.querySelector(".gx-plot-limit")).not.toBeNull();
+    expect(panel.querySelectorAll(".gx-plot-peak").length).toBe(2); // over the bytes and the bars
+    expect(panel.querySelectorAll(".gx-plot-col").length).toBe(3);
+    const bar = panel.querySelector(".gx-life")!;
+    expect(bar.getAttribute("class")).toBe("gx-life gx-life-peak");
+    expect(bar.getAttribute("data-tip")).toBe("mul %1 · 48 B\nIn[3]:2\nsteps 1–2\nlive at the planned peak");
+    expect(panel.querySelector(".gx-plot-col")!.nextElementSibling!.getAttribute("data-tip")).toBe("step 1: mul %1\nIn[3]:2\nplanned: 96 B (48 B live after)\nmeasured: 50 B live after, 100 B peak while it ran");
+    expect(panel.textContent).toContain("planned peak 96 B at step 1 (mul %1, In[3]:2); measured peak 100 B (tracemalloc); memory limit 128 B");
+    expect(panel.querySelector(".gx-atpeak")!.textContent).toContain("mul %1");
+  });
+
+  it("sorts the kernels tab by time and asks Python for reproducers", async () => {
+    // an exported view's kernels: the stage's latest runs
+    (model as any).data.views[1].kernels = [{ backend: "cpu", name: "fused_9", source: "k9", seconds: 0.5 }, { backend: "cpu", name: "fused_1", source: "k1", seconds: 0.0001 }];
+    model.set("tab", "kernels");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-profile-table tbody tr td")!.textContent).toBe("fused_1");
+    expect(Array.from(el.querySelectorAll(".gx-kernel summary")).map((s) => s.textContent)).toEqual([
+      "cpu · fused_9 · 500.00 ms ",
+      "cpu · fused_1 · 6.00 ms profiled, 60% of the stage ",
+    ]);
+    expect(el.querySelector(".gx-repro-stage")).toBeNull(); // no kernel behind an exported page
+    model.set("interactive", true);
+    model.save_changes();
+    await flush();
+    (el.querySelector(".gx-repro-stage") as HTMLButtonElement).click();
+    expect(sent).toEqual([{ type: "reproducer", stage: 1 }]);
+    expect(el.querySelector(".gx-reprobar")!.textContent).toContain("making the reproducer of stage 1…");
+    emit({ type: "reproducer", filename: "f_stage1_simplify.py", text: "print('ok')", error: "" });
+    const link = el.querySelector("a.gx-saved") as HTMLAnchorElement;
+    expect(link.getAttribute("download")).toBe("f_stage1_simplify.py");
+    expect(link.getAttribute("href")).toMatch(/^blob:/);
+    (el.querySelector(".gx-profile-table .gx-repro-kernel") as HTMLButtonElement).click();
+    (el.querySelector(".gx-kernel .gx-repro-kernel") as HTMLButtonElement).click();
+    expect(sent.slice(1)).toEqual([{ type: "reproducer", stage: 1, kernel: 1 }, { type: "reproducer", stage: 1, kernel: "fused_9" }]);
+    emit({ type: "reproducer", filename: "f.py", text: "", error: "KeyError: no kernel" });
+    expect(el.querySelector(".gx-reprobar")!.textContent).toContain("no reproducer: KeyError: no kernel");
+  });
+
+  it("profiles from the run tab on the chosen backend, and says why it could not", async () => {
+    model.set("interactive", true);
+    model.set("backends", ["reference", "cpu"]);
+    model.set("profile_backend", "cpu");
+    model.set("profile_state", { running: false, message: "", error: "" });
+    model.set("tab", "run");
+    model.save_changes();
+    await flush();
+    const select = el.querySelector(".gx-profile-backend") as HTMLSelectElement;
+    expect(select.value).toBe("cpu");
+    expect(el.querySelector(".gx-profile-run")!.textContent).toBe("profile simplify and traced");
+    select.value = "reference";
+    select.dispatchEvent(new Event("change"));
+    expect(model.get("profile_backend")).toBe("reference");
+    (el.querySelector(".gx-profile-run") as HTMLButtonElement).click();
+    expect(sent).toEqual([{ type: "profile", backend: "reference", stage: 1 }]);
+    model.set("profile_state", { running: false, message: "", error: "backend 'gpu' is not available here: CuPy is not installed" });
+    model.save_changes();
+    await flush();
+    expect(el.querySelector(".gx-profile-error")!.textContent).toBe("backend 'gpu' is not available here: CuPy is not installed");
+    model.set("profile_backend", "gpu"); // a choice no backend here has: shown as chosen
+    model.save_changes();
+    await flush();
+    expect((el.querySelector(".gx-profile-backend") as HTMLSelectElement).value).toBe("gpu");
+    (el.querySelector(".gx-profile-run") as HTMLButtonElement).click();
+    expect(sent[sent.length - 1]).toEqual({ type: "profile", backend: "gpu", stage: 1 });
   });
 });

@@ -18,6 +18,8 @@ const view = (i: number): ExportView => ({
   after_words: { n0: "%0 parameter x", n1: "%1 add in[3]:2 f", n2: "%2 add in[3]:3 f" },
   before_lines: i === 0 ? {} : { n1: ["In[3]:2"], n2: ["In[3]:3"] },
   after_lines: { n1: ["In[3]:2"], n2: ["In[3]:3"] },
+  before_groups: {},
+  after_groups: {},
   diff_counts: { added: 0, removed: i === 3 ? 1 : 0, changed: i === 1 ? 1 : 0 },
   note: "",
   ir_diff: [["equal", 1, "graph @f {", 1, "graph @f {"], ["replace", 2, "  %1 = mul(%0, %0)", 2, "  %1 = add(%0, %0)"], ["skip", null, "3 unchanged lines", null, ""]],
@@ -51,5 +53,38 @@ export function fixture(): ExportData {
       run_state: { running: false, done: 0, total: 0, message: "", pending: [] },
     },
     views: [0, 1, 2, 3].map(view),
+  };
+}
+
+/** Profiles of stages 0 and 1 (node %1 the slowest), with stage 1's roofline and memory
+ * timeline, shaped like explorer/profile.py, roofline.py and timeline.py's to_data(). */
+export function measured(): Pick<ExportData["state"], "profiles" | "rooflines" | "timelines"> {
+  const row = (node: number, name: string, kind: "kernel" | "dot" | "loop" | "op", seconds: number, flops = 0, bytes = 0) => ({
+    node, name, kind, op: kind === "kernel" ? "kernel" : name.split(" ")[0], source: `/home/u/In[3]:${node + 1}`, flops, bytes, seconds, calls: 1,
+    gflops: flops ? flops / seconds / 1e9 : null, gbs: bytes ? bytes / seconds / 1e9 : null,
+  });
+  const profile = (stage: number, name: string, slow: number) => ({
+    stage, stage_name: name, backend: "cpu", total: 0.01, unprofiled: 0.0095, repeats: 5, notes: [],
+    rows: [row(1, stage ? "fused_1" : "mul %1", stage ? "kernel" : "op", slow, 1e6, 4e5), row(2, "add %2", "op", 0.001, 1e3, 1e3)],
+  });
+  const point = (name: string, kind: "kernel" | "dot" | "loop" | "xla", node: number | null, flops: number, bytes: number, seconds: number) => ({
+    name, kind, node, source: node === null ? "" : `/home/u/In[3]:${node + 1}`, flops, bytes, seconds,
+    intensity: flops && bytes ? flops / bytes : null, rate: flops ? flops / seconds : null, bandwidth: bytes ? bytes / seconds : null,
+    bound: flops && bytes ? Math.min(1e11, (flops / bytes) * 1e10) : null,
+  });
+  return {
+    profiles: [profile(0, "traced", 0.008), profile(1, "simplify", 0.006)],
+    rooflines: [{
+      stage: 1, stage_name: "simplify", backend: "cpu",
+      peaks: { machine: "test box", flops: 1e11, bandwidth: 1e10, how: "matmul, triad", measured_at: "2026-01-01 00:00" },
+      points: [point("fused_1", "kernel", 1, 1e6, 4e5, 0.006), point("dot_general %5", "dot", 5, 2e7, 1e6, 0.002), point("copy", "loop", 6, 0, 1e5, 0.001)],
+      xla: point("jax.jit", "xla", null, 2e7, 2e6, 0.003), notes: [],
+    }],
+    timelines: [{
+      stage: 1, stage_name: "simplify", backend: "cpu",
+      steps: [[0, "parameter", "", 0, 0, null, null], [1, "mul", "/home/u/In[3]:2", 48, 96, 50, 100], [2, "add", "/home/u/In[3]:3", 0, 48, 0, 60]],
+      buffers: [[1, "mul", "/home/u/In[3]:2", 48, 1, 2]],
+      planned_peak: 96, peak_step: 1, measured_peak: 100, measured_peak_step: 1, memory_limit: 128, peak_how: "tracemalloc", notes: [],
+    }],
   };
 }

@@ -2,7 +2,10 @@ import { describe, it } from "node:test";
 import { expect } from "./expect";
 import { delta, formatBytes, formatCount, formatSeconds } from "../src/format";
 import { centreOn, initialView, panBy, wholeView, zoomAt } from "../src/panzoom";
-import { barFractions, timelinePath } from "../src/plot";
+import { barFractions, decades, formatDecade, gappedPath, logExtent, logPos, placeable, pointTip, roofPoints, stepX, timelinePath } from "../src/plot";
+import { boxSeconds, heatColour, heatLevel, HEAT_STOPS } from "../src/heat";
+import { byTime, forStage, shareText, shortLine, sortKernels } from "../src/measured";
+import { measured } from "./fixture";
 import { versus } from "../src/views";
 import { findHits, matches } from "../src/search";
 import { stepIndex, visibleIndices } from "../src/stepping";
@@ -108,5 +111,92 @@ describe("run rows", () => {
     expect(versus(0.001, 0.001)).toBe("same");
     expect(versus(null, 0.001)).toBe("");
     expect(versus(0.001, null)).toBe("");
+  });
+});
+
+describe("the heat overlay", () => {
+  const [p0] = measured().profiles!;
+  it("gives a node its own time and a group the sum of its timed nodes", () => {
+    const cells = boxSeconds(p0, { g0123456789: [1, 2, 99] });
+    expect(cells.get("n1")).toEqual({ seconds: 0.008, share: 0.8, nodes: 1 });
+    expect(cells.get("g0123456789")!.seconds).toBeCloseTo(0.009, 6);
+    expect(cells.get("g0123456789")!.nodes).toBe(2); // %99 was not timed
+    expect(cells.has("n0")).toBe(false);
+  });
+  it("uses the nodes' sum when the run's total is missing", () => {
+    const cells = boxSeconds({ ...p0, total: 0 }, {});
+    expect(cells.get("n1")!.share).toBeCloseTo(0.8 / 0.9, 6);
+  });
+  it("spreads small shares along the ramp and darkens the largest", () => {
+    expect(heatLevel(0.25)).toBeCloseTo(0.5, 6);
+    expect(heatLevel(-1)).toBe(0);
+    expect(heatLevel(3)).toBe(1);
+    expect(heatColour(0)).toEqual({ colour: HEAT_STOPS[0], dark: false });
+    expect(heatColour(1)).toEqual({ colour: HEAT_STOPS[HEAT_STOPS.length - 1], dark: true });
+    expect(heatColour(0.01).dark).toBe(false);
+    expect(heatColour(0.6).dark).toBe(true);
+    expect(heatColour(0.3).colour).toMatch(/^#[0-9a-f]{6}$/);
+  });
+});
+
+describe("log axes and the roofline", () => {
+  it("rounds extents out to whole decades with room around the values", () => {
+    expect(logExtent([0.5, 30])).toEqual({ lo: 0.1, hi: 100 });
+    expect(logExtent([])).toEqual({ lo: 1, hi: 10 });
+    expect(logExtent([0, -1, 5], 1)).toEqual({ lo: 1, hi: 10 });
+    expect(logPos(10, { lo: 1, hi: 100 }, 200)).toBeCloseTo(100);
+    expect(decades({ lo: 0.01, hi: 10 })).toEqual([0.01, 0.1, 1, 10]);
+  });
+  it("labels decades briefly", () => {
+    expect([1e-5, 0.01, 1, 100, 1e3, 1e4, 1e6, 1e9].map(formatDecade)).toEqual(["1e-5", "0.01", "1", "100", "1k", "10k", "1M", "1G"]);
+  });
+  it("draws the roof as the bandwidth's slope up to the ridge, then the peak", () => {
+    // 100 GFLOP/s, 10 GB/s: the ridge at 10 FLOPs/byte
+    expect(roofPoints(1e11, 1e10, { lo: 0.1, hi: 100 }, { lo: 0.1, hi: 1000 })).toEqual([[0.1, 1], [10, 100], [100, 100]]);
+    // the slope starts where it enters the plot, not below it
+    expect(roofPoints(1e11, 1e10, { lo: 0.001, hi: 100 }, { lo: 0.1, hi: 1000 })[0]).toEqual([0.01, 0.1]);
+    // the ridge beyond the plot: the slope only
+    expect(roofPoints(1e11, 1e10, { lo: 0.1, hi: 1 }, { lo: 0.1, hi: 1000 })).toEqual([[0.1, 1], [1, 10]]);
+  });
+  it("places the points with an intensity and a rate, and says what each is", () => {
+    const roof = measured().rooflines![0];
+    expect(placeable(roof).map((p) => p.name)).toEqual(["fused_1", "dot_general %5", "jax.jit"]);
+    const tip = pointTip(roof.points[1]);
+    expect(tip).toContain("dot_general %5 (dot)");
+    expect(tip).toContain("/home/u/In[3]:6");
+    expect(tip).toContain("10.00 GFLOP/s · 0.50 GB/s · 20.00 FLOPs/byte");
+    expect(tip).toContain("2.00 ms · 10% of the roof");
+    expect(pointTip(roof.xla!)).toContain("jax.jit's whole program");
+  });
+});
+
+describe("the memory timeline", () => {
+  it("places steps and breaks the measured line where nothing was measured", () => {
+    expect(stepX(2, 5, 100)).toBe(50);
+    expect(stepX(0, 1, 100)).toBe(50);
+    expect(gappedPath([null, 2, 4, null, 0], 40, 10, 4)).toBe("M10.0,5.0 L20.0,0.0 M40.0,10.0");
+  });
+});
+
+describe("profiles in the tabs", () => {
+  const m = measured();
+  it("finds a stage's measurement and sorts nodes by time", () => {
+    expect(forStage(m.profiles, 1)!.stage_name).toBe("simplify");
+    expect(forStage(m.timelines, 0)).toBeNull();
+    expect(forStage(undefined, 0)).toBeNull();
+    expect(byTime(m.profiles![1].rows).map((r) => r.name)).toEqual(["fused_1", "add %2"]);
+    expect(shortLine("/home/u/zoo.py:12")).toBe("zoo.py:12");
+    expect(shortLine("C:\\x\\zoo.py:3")).toBe("zoo.py:3");
+    expect(shareText(0.006, 0.01)).toBe("60%");
+    expect(shareText(0.00005, 0.01)).toBe("0.5%");
+    expect(shareText(1, 0)).toBe("");
+  });
+  it("sorts kernels by profiled time where the profile has them, else by their own", () => {
+    const k = (name: string, seconds: number, backend = "cpu") => ({ backend, name, source: "", seconds });
+    const kernels = [k("fused_2", 0.004), k("fused_1", 0.0001), k("the program", 0.01), k("fused_3", 0.002, "gpu")];
+    const sorted = sortKernels(kernels, m.profiles![1]);
+    expect(sorted.map((x) => x.row.name)).toEqual(["the program", "fused_1", "fused_2", "fused_3"]);
+    expect(sorted.map((x) => x.profiled)).toEqual([false, true, false, false]);
+    expect(sortKernels(kernels, null).map((x) => x.row.name)).toEqual(["the program", "fused_2", "fused_3", "fused_1"]);
   });
 });

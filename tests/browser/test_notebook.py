@@ -205,11 +205,124 @@ def test_gambit_cell_steps_with_the_keys(lab, page) -> None:  # type: ignore[no-
     assert root.locator(".gx-runs .gx-bar-time").count() == rows.count()
     shot(page, "06-run")
 
+    where_the_time_goes(page, root, trace)
+
     assert page.evaluate("() => window.pwned") is None  # the hostile comment stayed text
     assert not [e for e in page.errors if "gx" in e or "gambit" in e], page.errors
 
     exported = Path(lab.root) / "exported.html"
     assert exported.exists(), "the notebook's export cell did not write its page"
+
+
+def heat_fill(page, pane: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The fills of a pane's boxes coloured by the heat overlay, as the browser draws them."""
+    return page.evaluate("""pane => [...document.querySelectorAll(
+        `.gx-root .gx-pane-${pane} g.node.gx-heat`)].map(g => getComputedStyle(
+        [...g.querySelectorAll('path, polygon, ellipse')].find(s => s.getAttribute('fill') !== 'none')
+    ).fill)""", pane)
+
+
+def hover_tip(page, root, locator) -> str:  # type: ignore[no-untyped-def]
+    """Move the mouse onto an element's middle; the widget's hover text then."""
+    locator.scroll_into_view_if_needed()
+    box = locator.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    tip = root.locator(".gx-tip")
+    tip.wait_for(state="visible", timeout=5_000)
+    return tip.inner_text()
+
+
+def where_the_time_goes(page, root, trace: gx.Trace) -> None:  # type: ignore[no-untyped-def]
+    """Profile the fused stage from the run tab: the heat overlay in both panes, the roofline
+    and memory tabs, a reproducer downloaded from the kernels tab; a backend that cannot run
+    here says why."""
+    from explorer.backends import registry
+
+    last = len(trace.stages) - 1
+    root.locator(f'.gx-chip[data-index="{last}"]').click()
+    wait_for_stage(page, last)
+    bar = root.locator(".gx-profilebar")
+    if "gpu" not in registry.available():  # a backend that cannot run here: the registry's reason
+        page.evaluate("""() => document.querySelector('.gx-root .gx-profile-backend')
+            .add(new Option('gpu', 'gpu'))""")
+        bar.locator("select").select_option("gpu")
+        bar.locator(".gx-profile-run").click()
+        error = bar.locator(".gx-profile-error")
+        error.wait_for(timeout=60_000)
+        assert "backend 'gpu' is not available here" in error.inner_text()
+        shot(page, "21-profile-unavailable-backend")
+    bar.locator("select").select_option("cpu")
+    bar.locator(".gx-profile-run").click()
+    page.wait_for_function(
+        "() => document.querySelector('.gx-root .gx-pane-after g.gx-heat')"
+        " && document.querySelector('.gx-root .gx-pane-before g.gx-heat')"
+        " && !document.querySelector('.gx-root .gx-profilebar .gx-running')", timeout=240_000)
+    assert not bar.locator(".gx-profile-error").count(), bar.inner_text()
+    assert "profiled stage" in bar.inner_text()
+    fills = heat_fill(page, "after") + heat_fill(page, "before")
+    assert fills and all(f.startswith("rgb(") and f != "rgb(255, 255, 255)" for f in fills), fills
+    legend = root.locator(".gx-heatlegend")
+    assert "on cpu" in legend.inner_text()
+    root.locator(".gx-pane-after .gx-canvas").scroll_into_view_if_needed()
+    assert page.evaluate("""() => {  // a coloured box or frame's label on screen
+        for (const canvas of document.querySelectorAll('.gx-root .gx-canvas')) {
+            const c = canvas.getBoundingClientRect();
+            for (const t of canvas.querySelectorAll('g.gx-heat text')) {
+                const r = t.getBoundingClientRect();
+                const x = r.x + r.width / 2, y = r.y + r.height / 2;
+                if (x > c.left && x < c.right && y > c.top && y < c.bottom
+                    && t.closest('g.gx-heat').contains(document.elementFromPoint(x, y))) {
+                    t.setAttribute('data-test', 'hover-me');
+                    return true;
+                }
+            }
+        }
+        return false;
+    }""")
+    text = hover_tip(page, root, root.locator('[data-test="hover-me"]'))
+    assert "% of stage" in text and "on cpu" in text, text
+    shot(page, "22-heat-overlay")
+    legend.locator("input").uncheck()  # the overlay turns off, and on again
+    page.wait_for_function("() => !document.querySelector('.gx-root g.gx-heat')", timeout=20_000)
+    legend.locator("input").check()
+    page.wait_for_function("() => document.querySelector('.gx-root g.gx-heat')", timeout=20_000)
+
+    root.locator('[data-tab="roofline"]').click()
+    plot = root.locator(".gx-tabbody svg.gx-roofline")
+    plot.wait_for(timeout=20_000)
+    assert plot.locator(".gx-roof-pt").count() >= 1 and plot.locator("path.gx-roof").count() == 1
+    assert plot.locator("g.gx-roof-xla").count() == 1  # jax.jit's point
+    plot.scroll_into_view_if_needed()
+    text = hover_tip(page, root, plot.locator(".gx-roof-pt").first.locator(".gx-roof-mark"))
+    assert "GFLOP/s" in text and "FLOPs/byte" in text, text
+    shot(page, "23-roofline")
+
+    root.locator('[data-tab="memory"]').click()
+    memory = root.locator(".gx-tabbody .gx-memorypanel")
+    memory.wait_for(timeout=20_000)
+    assert memory.locator("svg.gx-timeline .gx-plot-area").count() == 1
+    assert memory.locator("svg.gx-lifetimes .gx-life").count() >= 1
+    assert memory.locator(".gx-plot-peak").count() >= 1
+    memory.scroll_into_view_if_needed()
+    text = hover_tip(page, root, memory.locator(".gx-life").first)
+    assert "steps" in text, text
+    shot(page, "24-memory-timeline")
+
+    root.locator('[data-tab="kernels"]').click()
+    root.locator(".gx-profile-table").wait_for(timeout=20_000)
+    with page.expect_download(timeout=60_000) as download:
+        root.locator(".gx-repro-stage").click()
+    name = f"distances_stage{last}_{trace.stages[last].name}.py"
+    assert download.value.suggested_filename == name
+    script = Path(download.value.path()).read_text()
+    compile(script, name, "exec")  # a Python script
+    assert "gx.parse(IR)" in script and "reference" in script
+    root.locator("a.gx-saved", has_text=name).wait_for(timeout=10_000)
+    if root.locator(".gx-profile-table .gx-repro-kernel").count():
+        with page.expect_download(timeout=60_000) as download:
+            root.locator(".gx-profile-table .gx-repro-kernel").first.click()
+        assert download.value.suggested_filename.startswith(f"distances_stage{last}_")
+    shot(page, "25-kernels-by-time")
 
 
 def test_exported_page_works_offline(page, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -141,3 +141,50 @@ def test_a_model_opens_group_by_group_in_jupyterlab(lab, page) -> None:  # type:
         timeout=30_000)
     shot(page, "16-gpt-fused")
     assert not [e for e in page.errors if "gx" in e or "gambit" in e], page.errors
+
+
+def test_a_saved_page_shows_where_the_time_goes_without_a_kernel(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """trace.to_html keeps the last profile, roofline and memory timeline: the page draws the
+    heat overlay, the roofline and the timeline with no kernel behind it."""
+    import explorer as gx
+    from explorer.examples import mlp_attention_grad
+
+    fn, args = mlp_attention_grad(2)
+    trace = gx.explore(fn, *args)
+    last = len(trace.stages) - 1
+    trace.roofline(stage=last, backend="cpu", repeats=2)
+    trace.memory_timeline(stage=last, backend="cpu")
+    trace.profile(stage=last, backend="cpu", repeats=2)
+    path = tmp_path / "profiled.html"
+    trace.to_html(path)
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+               else route.abort())
+    page.goto(path.as_uri())
+    root = page.locator(".gx-root")
+    root.wait_for(timeout=10_000)
+    root.locator(f'.gx-chip[data-index="{last}"]').click()
+    page.wait_for_function("() => document.querySelector('.gx-pane-after g.gx-heat')",
+                           timeout=10_000)
+    assert root.locator(".gx-pane-before g.gx-heat").count() == 0  # only the last stage profiled
+    assert "on cpu" in root.locator(".gx-heatlegend").inner_text()
+    group = root.locator(".gx-pane-after g.node.gx-heat.gx_group").first
+    box = group.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    tip = root.locator(".gx-tip")
+    tip.wait_for(state="visible", timeout=5_000)
+    assert "timed nodes" in tip.inner_text() and "% of stage" in tip.inner_text()
+    shot(page, "26-saved-heat-overlay")
+    root.locator('[data-tab="roofline"]').click()
+    assert root.locator(".gx-tabbody svg.gx-roofline .gx-roof-pt").count() >= 2
+    root.locator(".gx-tabbody").scroll_into_view_if_needed()
+    shot(page, "27-saved-roofline")
+    root.locator('[data-tab="memory"]').click()
+    assert root.locator(".gx-tabbody svg.gx-lifetimes .gx-life").count() >= 1
+    root.locator(".gx-tabbody").scroll_into_view_if_needed()
+    shot(page, "28-saved-memory-timeline")
+    root.locator('[data-tab="kernels"]').click()
+    assert root.locator(".gx-profile-table tbody tr").count() >= 1
+    assert root.locator(".gx-repro-stage").count() == 0  # reproducers need a kernel
+    root.locator('[data-tab="run"]').click()
+    assert "profiling needs a Jupyter kernel" in root.locator(".gx-tabbody").inner_text()
+    assert not page.errors, page.errors

@@ -1,0 +1,144 @@
+"""Profiles for the widget: the stage shown and the stage before it, profiled on a backend,
+with the stage's roofline and memory timeline (explorer/profile.py, roofline.py, timeline.py),
+kept per stage as plain data for the heat overlay and the roofline and memory tabs; and the
+reproducer scripts the kernels tab offers as downloads.
+
+One profile, roofline and timeline per stage: the latest taken, on whichever backend. A trace's
+own latest (trace.last_profile, ...) are there from the start, so a profile taken in Python
+shows in a widget opened after it, and in an exported page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..backends import registry
+from ..trace import Trace
+from .schema import ReproducerFile
+
+if TYPE_CHECKING:
+    from ..profile import Profile
+    from ..roofline import Roofline
+    from ..timeline import MemoryTimeline
+
+
+def measured_data(profiles: list[Profile], rooflines: list[Roofline],
+                  timelines: list[MemoryTimeline]) -> dict[str, list[Any]]:
+    """The `profiles`, `rooflines` and `timelines` traits: one of each per stage, the latest."""
+    def latest(items: list[Any]) -> list[Any]:
+        by_stage = {x.stage_index: x for x in items}
+        return [by_stage[k].to_data() for k in sorted(by_stage)]
+
+    return {"profiles": latest(profiles), "rooflines": latest(rooflines),
+            "timelines": latest(timelines)}
+
+
+def trace_measured(trace: Trace) -> dict[str, list[Any]]:
+    """The trace's own latest profile, roofline and memory timeline (trace.last_*)."""
+    def one(x: Any) -> list[Any]:
+        return [] if x is None else [x]
+
+    return measured_data(one(trace.last_profile), one(trace.last_roofline),
+                         one(trace.last_timeline))
+
+
+class ProfileLog:
+    """The profiles, rooflines and memory timelines a widget has, by stage index."""
+
+    def __init__(self, trace: Trace, repeats: int = 5) -> None:
+        self.trace = trace
+        self.repeats = repeats
+        self.profiles: dict[int, Profile] = {}
+        self.rooflines: dict[int, Roofline] = {}
+        self.timelines: dict[int, MemoryTimeline] = {}
+        for store, x in ((self.profiles, trace.last_profile), (self.rooflines, trace.last_roofline),
+                         (self.timelines, trace.last_timeline)):
+            if x is not None and x.stage_index < len(trace.stages):
+                store[x.stage_index] = x  # type: ignore[index]
+
+    def data(self) -> dict[str, list[Any]]:
+        return measured_data(list(self.profiles.values()), list(self.rooflines.values()),
+                             list(self.timelines.values()))
+
+    def jobs(self, index: int) -> list[str]:
+        """What profiling stage `index` measures, in order, as the progress names it."""
+        stages = self.trace.stages
+        out = [f"profile of stage {index - 1} {stages[index - 1].name}"] if index > 0 else []
+        return out + [f"profile and roofline of stage {index} {stages[index].name}",
+                      f"memory timeline of stage {index} {stages[index].name}"]
+
+    def take(self, index: int, backend: str, progress: Callable[[int, str], None]) -> list[str]:
+        """Profile stage `index` and the stage before it on `backend`, then the stage's
+        roofline and memory timeline; `progress(k, label)` before each. A backend that
+        cannot run here raises registry.BackendError with the registry's reason; any other
+        failure is returned as a line saying what could not be measured, and the rest goes on."""
+        registry.get(backend)  # unknown or unavailable: the registry's reason
+        t, errors = self.trace, []
+        jobs = self.jobs(index)
+        k = 0
+
+        def step() -> None:
+            nonlocal k
+            progress(k, jobs[k])
+            k += 1
+
+        def failed(what: str, e: Exception) -> None:
+            errors.append(f"{what} on {backend}: {type(e).__name__}: {e}")
+
+        if index > 0:
+            step()
+            try:
+                self.profiles[index - 1] = t.profile(stage=index - 1, backend=backend,
+                                                     repeats=self.repeats)
+            except Exception as e:  # said in the widget: the other stage may still profile
+                failed(f"stage {index - 1}", e)
+        step()
+        try:
+            roof = t.roofline(stage=index, backend=backend, repeats=self.repeats)
+            self.rooflines[index], self.profiles[index] = roof, roof.profile
+        except Exception as e:
+            failed(f"the roofline of stage {index}", e)
+            try:
+                self.profiles[index] = t.profile(stage=index, backend=backend,
+                                                 repeats=self.repeats)
+            except Exception as e2:
+                failed(f"stage {index}", e2)
+        step()
+        try:
+            self.timelines[index] = t.memory_timeline(stage=index, backend=backend)
+        except Exception as e:
+            failed(f"the memory timeline of stage {index}", e)
+        if index in self.profiles:
+            t.last_profile = self.profiles[index]  # the stage shown, not the one before it
+        return errors
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.") or "x"
+
+
+def reproducer_filename(trace: Trace, index: int, kernel: int | str | None = None) -> str:
+    """`prog_stage3_fuse.py`, `prog_stage3_fuse_fused_29.py`: the function, the stage and
+    the kernel (by its name, also when asked for by node id), in characters any file system
+    takes."""
+    stage = trace.stages[index]
+    name = f"{_safe(trace.name)}_stage{index}_{_safe(stage.name)}"
+    if isinstance(kernel, int) and kernel in stage.graph and stage.graph[kernel].op == "kernel":
+        kernel = stage.graph[kernel].attrs["body"].name  # a kernel asked for by node id
+    if kernel is not None:
+        name += f"_{_safe(kernel if isinstance(kernel, str) else f'node{kernel}')}"
+    return name + ".py"
+
+
+def reproducer_file(trace: Trace, index: int, kernel: int | str | None = None,
+                    backend: str = "cpu") -> ReproducerFile:
+    """Stage `index`'s reproducer (or one kernel's) as the front end saves it, or why not."""
+    filename = reproducer_filename(trace, index, kernel)
+    try:
+        text = trace.stages[index].reproducer(kernel=kernel, backend=backend)
+    except Exception as e:  # said beside the button that asked
+        return ReproducerFile(type="reproducer", filename=filename, text="",
+                              error=f"{type(e).__name__}: {e}")
+    return ReproducerFile(type="reproducer", filename=filename, text=text, error="")
