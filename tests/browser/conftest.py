@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from browserkit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HERE, ROOT  # noqa: E402
 
+
+def wait_until_up(proc: subprocess.Popen, url: str, seconds: float, log: Any, log_path: Path,
+                  what: str) -> None:
+    """Poll `url` until the server answers; if it exits or `seconds` pass first, fail with the
+    tail of its log."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                raise RuntimeError(f"{what} did not start:\n"
+                                   + log_path.read_text()[-3000:]) from None
+            time.sleep(0.3)
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
@@ -125,17 +143,8 @@ def _server(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[Lab]
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    raise RuntimeError("JupyterLab did not start:\n"
-                                       + (base / "lab.log").read_text()[-3000:]) from None
-                time.sleep(0.5)
+        wait_until_up(proc, f"{url}/api/status?token={token}", 90, log, base / "lab.log",
+                      "JupyterLab")
         yield Lab(url, token, root, app, base / "data")
     finally:
         proc.terminate()
@@ -146,3 +155,63 @@ def _server(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[Lab]
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(base / "lab.log", ARTIFACTS / f"{app}.log")
+
+
+class Marimo:
+    def __init__(self, url: str, token: str, root: Path) -> None:
+        self.url, self.token, self.root = url, token, root
+
+    def page_url(self) -> str:
+        return f"{self.url}/?access_token={self.token}"
+
+
+@pytest.fixture
+def marimo_edit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Marimo]:
+    yield from _marimo(tmp_path_factory, "edit")
+
+
+@pytest.fixture
+def marimo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Marimo]:
+    yield from _marimo(tmp_path_factory, "run")
+
+
+def _marimo(tmp_path_factory: pytest.TempPathFactory, mode: str) -> Iterator[Marimo]:
+    """`marimo edit` or `marimo run` on gambit_marimo.py, as a user starts it: on 127.0.0.1,
+    headless, behind a token the browser is given; its own config and state folders. It runs
+    in its own process group (the server and its kernel processes), which stops with it."""
+    pytest.importorskip("marimo", reason="marimo is missing: pip install -e '.[dev]'")
+    base = tmp_path_factory.mktemp(f"marimo-{mode}")
+    root = base / "notebooks"
+    root.mkdir()
+    shutil.copy(HERE / "gambit_marimo.py", root / "gambit_marimo.py")
+    port, token = _free_port(), secrets.token_hex(16)
+    venv_bin = str(Path(sys.executable).parent)
+    env = {**os.environ,
+           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+           "XDG_CONFIG_HOME": str(base / "config"), "XDG_STATE_HOME": str(base / "state"),
+           "MARIMO_SKIP_UPDATE_CHECK": "1", "PYTHONPATH": str(ROOT)}
+    # edit: with no browser connected for 10 minutes the server stops by itself, should the
+    # test process die before its cleanup (`marimo run` has no such option)
+    extra = ["--skip-update-check", "--timeout", "10"] if mode == "edit" else []
+    log = open(base / "marimo.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marimo", mode, "gambit_marimo.py", "--host", "127.0.0.1",
+         "--port", str(port), "--headless", "--token-password", token, "--no-sandbox", *extra],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(proc, f"{url}/health", 60, log, base / "marimo.log", f"marimo {mode}")
+        yield Marimo(url, token, root)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        try:  # the kernel processes it started, if any outlived it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        log.close()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(base / "marimo.log", ARTIFACTS / f"marimo-{mode}.log")
