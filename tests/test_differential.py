@@ -138,12 +138,11 @@ def test_an_amplified_difference_is_documented_and_another_is_not() -> None:
     assert not amplified(g, [ours[0] * 2], want, [a])  # not what our reference gives
 
 
-@pytest.mark.parametrize("seed", [457, 491, 577, 3156, 3429, 3557, 4397, 4815])
+@pytest.mark.parametrize("seed", [457, 491, 577, 3156, 3429, 4397, 4815])
 def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int) -> None:
     """457: the euclidean rewrite's NaN for an infinite input, converted to int32 (0 against
     INT_MAX); 491: top_k of log1p of a NaN (its sign); 577: distances between integer points
-    of norm ~500 off by 0.004, inside the rewrite's documented bound; 3557: distances between
-    points of norm ~1e19, whose |a|^2 + |b|^2 overflows float32 (NaN against the naive 0).
+    of norm ~500 off by 0.004, inside the rewrite's documented bound.
     Amplified: 3156, log of a softmax XLA flushed to zero; 3429, an int32 conversion of XLA's
     x / max(x) = 0.99999994; 4397, top_k of a NaN whose sign exp sets (NumPy) or keeps (XLA);
     4815, sin of a sum of 11,127 whose last bit differs."""
@@ -151,6 +150,16 @@ def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int)
 
     found = check_program(make_program(seed))
     assert found and all(f.kind == "documented" for f in found), [f.report() for f in found]
+
+
+def test_few_feature_distances_no_longer_overflow() -> None:
+    """3557 was documented: distances between points of norm ~1e19 with 32 features, whose
+    |a|^2 + |b|^2 overflowed float32 (NaN against the naive 0). The form is computed in
+    float64 for so few features now, and the program agrees everywhere, its measured peak
+    within its 24 KiB limit."""
+    from tests.fuzz_programs import check_program, make_program
+
+    assert check_program(make_program(3557)) == []
 
 
 def test_the_euclidean_bound_check_can_fail(monkeypatch) -> None:

@@ -8,8 +8,10 @@ as it likes); `while` becomes `lax.while_loop`, `conditional` `lax.switch` and `
 is the core's chunk loop, unrolled while tracing, with each chunk's results combined by
 backends/combine.py on jax.numpy. Being
 unrolled, XLA sees every chunk and may schedule them together, so the loop's memory bound
-is a hint to XLA here, not a guarantee; the CPU and GPU backends keep it. Without
-`jax_enable_x64`, JAX computes 64-bit types in 32 bits; the numeric check then flags them.
+is a hint to XLA here, not a guarantee; the CPU and GPU backends keep it. A graph holding
+64-bit types (a float32 distance computed in float64, say, or a program traced under x64) is
+compiled and called under `jax.enable_x64(True)`, whatever the process's setting, so that JAX
+computes the types the graph says; its other types are explicit, so nothing else changes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.control_ops import scan_groups
+from ..ir.control_ops import bodies, scan_groups
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
 from ..options import CompileOptions
@@ -91,12 +93,25 @@ class JaxExecutable:
     graph: Graph
 
     def __post_init__(self) -> None:
-        self.jitted = jax.jit(lower(self.graph))
+        self.wide = _wide(self.graph) and not jax.config.jax_enable_x64
+        self.jitted = self._typed(jax.jit(lower(self.graph)))
         self.compiled: Any = None
+
+    def _typed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn`, called under x64 where the graph holds 64-bit types (module doc)."""
+        if not self.wide:
+            return fn
+
+        def call(*args: Any) -> Any:
+            with jax.enable_x64(True):
+                return fn(*args)
+
+        call.lower = lambda *args: _X64Lowered(fn, args)  # type: ignore[attr-defined]
+        return call
 
     def _compile(self, args: Sequence[Any]) -> Any:
         if self.compiled is None:
-            self.compiled = self.jitted.lower(*args).compile()
+            self.compiled = self.jitted.lower(*args).compile()  # type: ignore[attr-defined]
         return self.compiled
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
@@ -140,7 +155,7 @@ class JaxExecutable:
                 flat.append(x)
             return jax.tree_util.tree_unflatten(out_tree, run(*flat))
 
-        return jax.jit(fn)
+        return self._typed(jax.jit(fn))
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         return [jax.device_put(a) for a in check_args(self.graph, args)]
@@ -159,6 +174,45 @@ class JaxExecutable:
         result = [np.asarray(o) for o in outs]
         return Run(result, seconds, int(peak or 0), (Kernel("xla-module", text, seconds),),
                    peak_how())
+
+
+class _X64Lowered:
+    """jitted.lower(*args) under x64; its compile() gives an executable called under x64."""
+
+    def __init__(self, fn: Any, args: Sequence[Any]) -> None:
+        with jax.enable_x64(True):
+            self.lowered = fn.lower(*args)
+
+    def compile(self) -> Any:
+        with jax.enable_x64(True):
+            compiled = self.lowered.compile()
+        return _X64Compiled(compiled)
+
+
+class _X64Compiled:
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+
+    def __call__(self, *args: Any) -> Any:
+        with jax.enable_x64(True):
+            return self.compiled(*args)
+
+    def __getattr__(self, name: str) -> Any:  # as_text, memory_analysis, cost_analysis
+        return getattr(self.compiled, name)
+
+
+_X64_TYPES = frozenset({"f64", "i64", "u64", "c128"})
+
+
+def _wide(g: Graph) -> bool:
+    """Whether `g` (its bodies included) holds a 64-bit type."""
+    for n in g.nodes:
+        types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
+        if any(t.dtype in _X64_TYPES for t in types):
+            return True
+        if any(_wide(b) for _, b in bodies(n)):
+            return True
+    return False
 
 
 def _on_gpu() -> bool:

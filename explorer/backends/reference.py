@@ -130,7 +130,10 @@ def measured(g: Graph, args: Sequence[np.ndarray],
     step's live and peak temporaries (the memory timeline's measured curve)."""
     outputs = set(g.outputs)
     seen: set[int] = set()
-    state = {"outputs": 0, "peak": 0}
+    state = {"outputs": 0, "peak": 0, "steps": 0}
+    # each step's (node, live, peak), written in place: allocated before the base is taken,
+    # so that recording the steps allocates nothing the measurement would count
+    record = np.zeros((len(g.nodes) if steps is not None else 0, 3), np.int64)
 
     elements: dict[int, list[int]] = {}  # tuple node -> its elements that are outputs
     for o in g.outputs:
@@ -145,9 +148,10 @@ def measured(g: Graph, args: Sequence[np.ndarray],
                                                   args, seen)
         current, peak = tracemalloc.get_traced_memory()
         state["peak"] = max(state["peak"], peak - base - state["outputs"])
-        if steps is not None:
-            steps.append(Step(n.id, max(0, current - base - state["outputs"]),
-                              max(0, peak - base - state["outputs"])))
+        k = state["steps"]
+        if k < len(record):
+            record[k] = (n.id, current - base - state["outputs"], peak - base - state["outputs"])
+            state["steps"] = k + 1
         tracemalloc.reset_peak()
 
     started_here = not tracemalloc.is_tracing()
@@ -162,6 +166,9 @@ def measured(g: Graph, args: Sequence[np.ndarray],
     finally:
         if started_here:
             tracemalloc.stop()
+    if steps is not None:
+        steps += [Step(int(node), max(0, int(live)), max(0, int(peak)))
+                  for node, live, peak in record[:state["steps"]]]
     return outs, seconds, max(0, state["peak"])
 
 

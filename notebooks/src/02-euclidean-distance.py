@@ -78,9 +78,12 @@ for stage in trace.stages:
 # The program after `euclidean-distance`: two row norms (`reduce_sum` of `mul`), one
 # `dot_general` with `B` scaled by -2(1 + c), and additions of N×M size. A final
 # `max(..., 0)` keeps rounding from producing a negative distance; the tiny c (2(K+2) units of
-# float32 roundoff, 2.1e-6 here) makes the form slightly negative where two points coincide,
-# so the clamp turns a point's distance to itself into an exact 0 rather than rounding noise
-# (README, "Numerics and bad input"). No node is N×M×K any more.
+# roundoff) makes the form slightly negative where two points coincide, so the clamp turns a
+# point's distance to itself into an exact 0 rather than rounding noise (README, "Numerics
+# and bad input"). With K = 16 features (at most 32) the whole form is computed in float64
+# (the `convert_element_type` nodes) and rounded to float32 once at the end: its
+# cancellation then stays far below float32's own rounding, and with so few features the
+# product's cost is writing its N×M result anyway. No node is N×M×K any more.
 
 # %%
 rewritten = trace.stage("euclidean-distance")
@@ -93,31 +96,33 @@ print("largest tensor:", biggest, "elements =", "N*M" if biggest == N * M else "
 #
 # The planned peak drops from two N×M×K tensors to a few N×M ones. The reference interpreter
 # runs each stage op by op with NumPy and measures its real peak with `tracemalloc`; the
-# measurement agrees with the plan (a few KiB of NumPy's own bookkeeping aside).
+# measurement agrees with the plan within NumPy's own bookkeeping and ufunc buffers (the plan
+# counts the buffers in full: up to 64 KiB for a broadcast float64 add;
+# `trace.memory_timeline()` shows both step by step).
 
 # %%
 for stage in ("traced", "euclidean-distance"):
     planned = trace.stage(stage).cost.peak_bytes
     measured = trace.run(stage=stage).peak_bytes
     print(f"{stage:>20}: planned {format_bytes(planned):>9}, measured {format_bytes(measured):>9},"
-          f" within 16 KiB of the plan: {abs(measured - planned) < 16 * 1024}")
+          f" within 64 KiB of the plan: {abs(measured - planned) < 64 * 1024}")
 ratio = traced.cost.peak_bytes / rewritten.cost.peak_bytes
 print(f"planned peak is {ratio:.1f}x smaller")
 print("FLOPs:", f"{traced.cost.flops:,}", "->", f"{rewritten.cost.flops:,}")
 
 # %% [markdown]
 # The quadratic form is not bit-identical: `|a|² + |b|² - 2a·b` cancels when two points are
-# close, so it is accurate relative to the norms, not to the distance itself. Compared with
-# a float64 NumPy computation of the broadcast form, both programs are within a few units of
-# float32 rounding of the norms (the rewritten one also within c of them):
+# close, so in a type of its own it is accurate relative to the norms, not to the distance
+# itself. Computed in float64 for float32 points, the cancellation falls below float32's
+# rounding: compared with a float64 NumPy computation of the broadcast form, both programs
+# are within a few units of float32 rounding of the distances themselves:
 
 # %%
 a64, b64 = A.astype(np.float64), B.astype(np.float64)
 exact = ((a64[:, None, :] - b64[None, :, :]) ** 2).sum(-1)
-scale = (a64**2).sum(-1)[:, None] + (b64**2).sum(-1)[None, :]
 for stage in ("traced", "euclidean-distance"):
-    err = np.abs(trace.run(stage=stage).value - exact) / scale
-    print(f"{stage:>20}: error relative to |a|²+|b|² below 1e-5: {bool(err.max() < 1e-5)}")
+    err = np.abs(trace.run(stage=stage).value - exact) / np.maximum(exact, 1e-30)
+    print(f"{stage:>20}: error relative to the distance below 1e-6: {bool(err.max() < 1e-6)}")
 print("no negative distances:", bool((trace.run().value >= 0).all()))
 
 # %% [markdown]
@@ -136,9 +141,11 @@ for k in (4, 16, 64, 256):
 # ## Writing the quadratic form by hand
 #
 # If you write the quadratic form yourself, the pass has nothing to do, and the program
-# costs about what the rewritten naive one costs: the FLOPs agree within 3%, and the planned
-# peaks are a few N×M tensors either way (the rewrite adds a clamp at zero, which keeps one
-# more alive until `fuse` merges the element-wise tail into one kernel).
+# costs about what the rewritten naive one costs: the FLOPs agree within 10% (the rewrite
+# also converts to float64 and back), and the planned peaks are a few N×M float32 tensors
+# either way (the rewrite's are float64 ones, and its clamp at zero keeps one more alive
+# until `fuse` merges the element-wise tail into one kernel). The hand-written float32 form
+# is the less accurate of the two where points are close.
 
 # %%
 def distances_quadratic(a, b):

@@ -5,6 +5,7 @@ with non-finite inputs; and where it must not fire."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,10 @@ def test_distances_keep_their_values(name: str, shape: tuple[int, int, int], dty
     fn, operand_shapes = FORMS[name]
     g = _graph(fn, *operand_shapes(*shape), dtype=dtype)
     after, report = check_semantics(EuclideanDistance(), g)
+    features = shape[2] * (2 if name == "two-feature-axes" else 1)
+    if dtype == "f32" and features <= 2:  # float64's N x M would be no smaller than the
+        assert not report.rewrites, name  # float32 N x M x 2 difference: left naive
+        return
     assert [r.rule for r in report.rewrites] == [RULE_NAME], name
     root = g[report.rewrites[0].before[0]]
     assert root.op == "reduce_sum" and report.rewrites[0].source == str(root.source)
@@ -189,7 +194,8 @@ def test_the_bias_costs_no_op() -> None:
     ops = after.ops()
     assert ops["max"] == 1 and "select_n" not in ops and "lt" not in ops
     consts = [n.attrs["value"].array for n in after.nodes if n.op == "constant"]
-    assert -2.0 * (1 + noise_bound("f32", 3)) in [float(np.asarray(c)) for c in consts]
+    # (3 features: computed in float64, so the float64 bound)
+    assert -2.0 * (1 + noise_bound("f64", 3)) in [float(np.asarray(c)) for c in consts]
 
 
 @pytest.mark.parametrize("dtype, features, units", [
@@ -263,4 +269,47 @@ def test_random_axis_layouts(seed: int) -> None:
 
     g = _graph(fn, tuple(sizes[i] for i in a_axes), tuple(sizes[i] for i in b_axes))
     _, report = check_semantics(EuclideanDistance(), g)
+    features = math.prod(s for s, r in zip(sizes, roles) if r == "feature")
+    assert len(report.rewrites) == (features > 2)  # 2 float32 features: left naive
+
+
+@pytest.mark.parametrize("dtype, features, wide", [
+    ("f32", 3, "f64"), ("f32", 32, "f64"), ("f32", 33, None), ("f64", 3, None),
+    ("f16", 3, "f32"), ("bf16", 8, "f32")])
+def test_few_features_are_computed_wider(dtype: str, features: int, wide: str | None) -> None:
+    """Up to 32 features the norms, the cross term and their sum are formed in the next wider
+    float type and rounded once at the end; beyond that (the product is compute-bound) or in
+    float64, in the input's own type."""
+    after, report = EuclideanDistance()(_graph(_naive, (6, features), (5, features), dtype=dtype))
     assert len(report.rewrites) == 1
+    dot = next(n for n in after.nodes if n.op == "dot_general")
+    converts = [n for n in after.nodes if n.op == "convert_element_type"]
+    if wide is None:
+        assert dot.dtype == dtype and not converts
+    else:
+        assert dot.dtype == wide and len(converts) == 3
+        assert after[after.outputs[0]].dtype == dtype
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "jax"])
+def test_nearest_neighbours_are_those_of_the_naive_program(backend: str) -> None:
+    """kNN over points far from the origin next to their spacing (|a|^2 about 3e4, distances
+    about 1e-4): the float32 quadratic form cancels all of its digits there, so only the
+    wider form finds the neighbours that jax.jit of the naive program finds, wherever their
+    float64 distances are not near-ties."""
+    rng = np.random.default_rng(3)
+    x = (100 + 0.01 * rng.random((300, 3))).astype(np.float32)
+    y = (100 + 0.01 * rng.random((2000, 3))).astype(np.float32)
+
+    def knn(a: Any, b: Any) -> Any:
+        return jax.lax.top_k(-_naive(a, b), 8)[1]
+
+    t = gx.explore(knn, x, y)
+    assert any(r.rule == RULE_NAME for s in t.stages for r in s.report.rewrites)
+    got = np.asarray(t.run(backend=backend).value)
+    want = np.asarray(jax.jit(knn)(x, y))
+    d64 = ((x[:, None, :].astype(np.float64) - y[None].astype(np.float64)) ** 2).sum(-1)
+    for row in np.nonzero((got != want).any(1))[0]:  # differing rows: near-ties only
+        ours, theirs = np.sort(d64[row, got[row]]), np.sort(d64[row, want[row]])
+        np.testing.assert_allclose(ours, theirs, rtol=8 * 2.0**-24)
+    assert (got == want).mean() > 0.99
