@@ -7,6 +7,7 @@ as "In[3]", not as the kernel's temporary file).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import inspect
@@ -26,6 +27,7 @@ from ..ir.graph import Graph, Source, TensorType, TupleType
 from ..ir.opaque import JaxImpl
 from ..ir.ops import OPS, OpError
 from .arguments import ArgSpec, ArgumentMismatch, host_value, is_key
+from .jax_calls import CallLog, in_library, user_frames
 
 # Primitives that wrap a sub-jaxpr which we inline, and the params that may hold it.
 _INLINE = {"pjit", "jit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
@@ -97,8 +99,9 @@ class Converter:
       cv.region(closed_jaxpr, name, source)  a sub-jaxpr as a graph of its own (a body)
     """
 
-    def __init__(self, builder: GraphBuilder) -> None:
+    def __init__(self, builder: GraphBuilder, calls: CallLog | None = None) -> None:
         self.b = builder
+        self.calls = calls  # which call of the user's each equation is in (the top graph's)
 
     # ---- the graph being built
 
@@ -196,7 +199,10 @@ class Converter:
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
             scope = _join(base, _scope_of(eqn))
-            source = _scoped(_source(eqn) or outer, scope)
+            frames = user_frames(eqn)
+            source = _scoped(_source(frames) or outer, scope)
+            if self.calls is not None and source is not None:
+                source = self.calls.note(eqn, frames, source)
             ins = [self.read(env, v, source) for v in eqn.invars]
             if name in _IDENTITY:
                 for o, i in zip(eqn.outvars, ins):
@@ -207,7 +213,10 @@ class Converter:
                 if sub is None:  # a call we cannot open: it still runs, as an opaque node
                     outs = self.opaque(eqn, ins, source)
                 else:
-                    outs = self.inline(sub, ins, _scoped(source, _join(scope, _call_name(eqn, sub))))
+                    inner = _scoped(source, _join(scope, _call_name(eqn, sub)))
+                    with (self.calls.entering(source, inner, _function_name(eqn, sub))
+                          if self.calls is not None else contextlib.nullcontext()):
+                        outs = self.inline(sub, ins, inner)
                 for o, nid in zip(eqn.outvars, outs, strict=True):
                     env[o] = nid
                 continue
@@ -242,7 +251,8 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
         raise TraceError(f"tracing {fn_name} failed: {type(e).__name__}: {_first_line(e)}"
                          f"{_user_location(e)}{_static_hint(e)}") from e
     out_tree = jax.tree_util.tree_structure(out_shape)
-    cv = Converter(GraphBuilder(name=_sanitize(fn_name)))
+    calls = CallLog()
+    cv = Converter(GraphBuilder(name=_sanitize(fn_name)), calls)
     env: dict[Any, int] = {}
     for var, name in zip(closed.jaxpr.invars, names):
         _check_element_type(var.aval, f"argument {name}", None)
@@ -251,7 +261,7 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
         env[var] = cv.constant(const)
     cv.emit(closed.jaxpr, env)
     outputs = [cv.read(env, v) for v in closed.jaxpr.outvars]
-    return Traced(cv.b.build(outputs), spec.tree, out_tree, tuple(names), fn_name, spec,
+    return Traced(calls.apply(cv.b.build(outputs)), spec.tree, out_tree, tuple(names), fn_name, spec,
                   tuple(arg_names(fn, spec.static_paths)))
 
 
@@ -338,13 +348,19 @@ def _scope_of(eqn: Any) -> str:
 def _call_name(eqn: Any, sub: Any) -> str:
     """The name a call-like primitive gives its body: the jitted function's name, the custom
     derivative's function, `checkpoint` for remat."""
+    name = _function_name(eqn, sub)
+    if eqn.primitive.name in ("remat", "remat2", "checkpoint"):
+        name = f"checkpoint({name})" if name and name != "<lambda>" else "checkpoint"
+    return "" if not name or name == "<lambda>" or name.startswith("_") else str(name)
+
+
+def _function_name(eqn: Any, sub: Any) -> str:
+    """The name of the function a call-like primitive calls, as Python knows it."""
     name = eqn.params.get("name")
     if not name:
         info = getattr(getattr(sub, "jaxpr", sub), "debug_info", None)
         name = getattr(info, "func_name", None)
-    if eqn.primitive.name in ("remat", "remat2", "checkpoint"):
-        name = f"checkpoint({name})" if name and name != "<lambda>" else "checkpoint"
-    return "" if not name or name == "<lambda>" or name.startswith("_") else str(name)
+    return str(name or "")
 
 
 def _join(outer: str, inner: str) -> str:
@@ -416,19 +432,14 @@ def _convert(v: Any) -> Any:
 # ---------------------------------------------------------------- source lines
 
 
-def _source(eqn: Any) -> Source | None:
-    """The user's line: the innermost frame outside JAX and installed libraries (equinox,
-    flax, optax), else the innermost frame outside JAX. A library's modules show as the
-    node's scope instead."""
-    frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+def _source(frames: Sequence[Any]) -> Source | None:
+    """The user's line, from an equation's frames outside JAX (innermost first): the innermost
+    frame outside installed libraries (equinox, flax, optax), else the innermost. A library's
+    modules show as the node's scope instead."""
     if not frames:
         return None
-    frame = next((f for f in frames if not _in_library(f.file_name)), frames[0])
+    frame = next((f for f in frames if not in_library(f.file_name)), frames[0])
     return _make_source(frame.file_name, frame.start_line, frame.function_name)
-
-
-def _in_library(file: str) -> bool:
-    return "site-packages" in file or "dist-packages" in file
 
 
 def _make_source(file: str, line: int, function: str) -> Source:

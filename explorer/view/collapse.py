@@ -1,11 +1,16 @@
 """Keep graphs readable at model scale: group nodes by the user's own structure and open only
 as many groups as fit a screen.
 
-A node's place in the hierarchy is its named scope (`Source.scope`: jitted helpers, equinox /
-flax modules, `jax.named_scope`; nested scopes are nested groups), then the source function,
-then the source line (an unrolled Python loop is one line run many times). A group with more
-children than fit is split into runs of consecutive nodes. Region ops (scan, while,
-conditional, kernels, split loops) can be opened to show their bodies.
+A node's place in the hierarchy follows the user's calls (`Source.calls`): a function called
+from the traced one is a group, and a function called more than once from one place (a loop
+over layers) holds one group per call, "layer #0", "layer #1", ... in call order. Named scopes
+(`Source.scope`: jitted helpers, equinox / flax modules, `jax.named_scope`) are groups where
+they were opened, around or inside the calls. Then the source line (an unrolled Python loop is
+one line run many times); the traced function's own lines sit in a group named after it.
+Parameters, when there are many, are one "inputs" group, nested by their pytree paths
+("params" / "params[0]"). A group with more children than fit is cut: many groups (a long
+loop's calls) into blocks of consecutive ones ("layer #0…#5"), many nodes into runs. Region
+ops (scan, while, conditional, kernels, split loops) can be opened to show their bodies.
 
 The first view opens groups and regions breadth first while the picture stays within
 `budget` boxes (about a screenful); the user's own choices (`opened`: key -> open or not)
@@ -17,12 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..ir.control_ops import bodies
-from ..ir.graph import Graph, Node
+from ..ir.graph import Call, Graph, Node, Source
 
 BUDGET = 60  # boxes on the first view
 _MANY_PARAMS = 8  # more parameters than this are grouped as "inputs"
@@ -80,15 +86,80 @@ def count_nodes(graph: Graph) -> int:
     return sum(1 + sum(count_nodes(b) for _, b in bodies(n)) for n in graph.nodes)
 
 
-def _path(n: Node, graph: Graph, many_params: bool) -> tuple[str, ...]:
-    if n.op == "parameter":
-        return ("inputs",) if many_params else ()
-    s = n.source
-    if s is None:
-        return ()
-    scope = tuple(p for p in s.scope.split("/") if p)
-    where = f"{s.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{s.line}"  # zoo.py:31, In[3]:4
-    return scope + ((s.function,) if s.function else ()) + (where,)
+_PYTREE_KEY = re.compile(r"\[[^\]]*\]|\.[^.\[]+|[^.\[]+")
+
+
+def _param_path(n: Node) -> tuple[str, ...]:
+    """"inputs", then the parameter's pytree path prefixes: "params['w'][0]" sits in
+    ("inputs", "params", "params['w']")."""
+    keys = _PYTREE_KEY.findall(str(n.attrs.get("name", "")))
+    return ("inputs",) + tuple("".join(keys[:k]) for k in range(1, len(keys)))
+
+
+def _call_path(file: str, line: int, function: str, scopes: str,
+               calls: tuple[Call, ...]) -> tuple[str | tuple[str, int], ...]:
+    """Scope parts and calls in nesting order, then the line. A call is its function's group
+    followed by (function, number): the group of this call, kept when there are several."""
+    scope = tuple(p for p in scopes.split("/") if p)
+    where = f"{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"  # zoo.py:31, In[3]:4
+    if not calls:  # the traced function's own lines ('mlp.<locals>.model' as 'model')
+        function = function.rsplit("<locals>.", 1)[-1]
+        return scope + ((function,) if function else ()) + (where,)
+    out: list[str | tuple[str, int]] = []
+    at = 0
+    for c in calls:
+        out += scope[at:c.depth]  # named scopes around this call
+        at = max(at, c.depth)
+        # a module's call is named by its scope (flax's "Block_0"), a jitted `block` by its
+        # scope "block": no group for the function then
+        module = c.function.partition(" (")[0].endswith(".__call__")
+        if not (module or out and isinstance(out[-1], str) and _names(out[-1], c.function)):
+            out.append(c.function)
+        out.append((c.function, c.number))
+    return (*out, *scope[at:], where)
+
+
+def _names(scope: str, function: str) -> bool:
+    """Whether a scope already names a call of `function`: a jitted `block`'s scope is "block"
+    (also in the backward pass, where JAX names the transposed jit "block" too), a flax
+    module's call `MLP.__call__` is in the scope "MLP"."""
+    name, transposed, _ = function.partition(" (transpose)")
+    part, part_transposed, _ = scope.partition(" (transpose)")
+    return (transposed or not part_transposed) and part in (name, name.split(".")[0],
+                                                            name.rsplit(".", 1)[-1])
+
+
+def _label(part: str | tuple[str, int]) -> str:
+    """(function, number) as "layer #3", "layer #3 (transpose)"."""
+    if isinstance(part, str):
+        return part
+    name, number = part
+    base, transposed, _ = name.partition(" (transpose)")
+    return f"{base} #{number}{transposed}"
+
+
+def _paths(graph: Graph) -> list[tuple[str, ...]]:
+    """Each top-level node's path of group names (its place in the hierarchy)."""
+    many = len(graph.params) > _MANY_PARAMS
+    where = [None if n.source is None or n.op == "parameter" else _place(n.source)
+             for n in graph.nodes]
+    raw = {place: _call_path(*place) for place in set(where) if place is not None}
+    numbers: dict[tuple[object, ...], set[int]] = {}  # a function's group -> its calls' numbers
+    for path in raw.values():
+        for k, part in enumerate(path):
+            if isinstance(part, tuple):
+                numbers.setdefault(path[:k], set()).add(part[1])
+    # a function called once in its place needs no group per call
+    kept = {place: tuple(_label(p) for k, p in enumerate(path)
+                         if isinstance(p, str) or len(numbers[path[:k]]) > 1)
+            for place, path in raw.items()}
+    return [kept[place] if place is not None else _param_path(n) if many and n.op == "parameter"
+            else () for n, place in zip(graph.nodes, where)]
+
+
+def _place(s: Source) -> tuple[str, int, str, str, tuple[Call, ...]]:
+    """What a node's place depends on (nodes of one line in one call share it)."""
+    return s.file, s.line, s.function, s.scope, s.calls
 
 
 def _simplify(g: Group, budget: int) -> Group | Node:
@@ -100,7 +171,47 @@ def _simplify(g: Group, budget: int) -> Group | Node:
     if len(g.children) == 1 and g.path:
         return g.children[0]
     if len(g.children) > budget:
-        g.children, g.split = _runs(g, budget), True
+        if sum(isinstance(c, Group) for c in g.children) > budget // 2:
+            g.children = _blocks(g, budget)  # a loop's calls, a list of parameter dicts
+        else:
+            g.children, g.split = _runs(g, budget), True
+    return g
+
+
+def _blocks(g: Group, budget: int) -> list[Group | Node]:
+    """Children, mostly groups, cut into blocks of consecutive ones named by their first and
+    last ("layer #0…#5"): unlike runs of nodes, worth opening in the first view."""
+    size = max(2, math.ceil(len(g.children) / max(1, budget // 2)))
+    out: list[Group | Node] = []
+    for k in range(0, len(g.children), size):
+        part = g.children[k:k + size]
+        if len(part) == 1:
+            out.append(part[0])
+            continue
+        first, last = (_name(c, len(g.path)) for c in (part[0], part[-1]))
+        head, mark, tail = last.rpartition("#")
+        label = f"{first}…{mark}{tail}" if mark and first.startswith(head + mark) else \
+            f"{first}…{last}"
+        block = Group(g.path + (label,))
+        for c in part:
+            block.children.append(_moved(c, len(g.path), block.path) if isinstance(c, Group)
+                                  else c)
+        # cut further when that makes progress (a tiny budget blocks all in one)
+        out.append(_simplify(block, budget) if budget < len(part) < len(g.children) else block)
+    return out
+
+
+def _name(c: Group | Node, depth: int) -> str:
+    return c.path[depth] if isinstance(c, Group) else f"%{c.id}"
+
+
+def _moved(g: Group, depth: int, under: tuple[str, ...]) -> Group:
+    """`g` and the groups inside it with their paths' first `depth` names replaced by
+    `under` (a group put into a block)."""
+    g.path = under + g.path[depth:]
+    for c in g.children:
+        if isinstance(c, Group):
+            _moved(c, depth, under)
     return g
 
 
@@ -133,11 +244,9 @@ def _runs(g: Group, budget: int) -> list[Group | Node]:
 
 def hierarchy(graph: Graph, budget: int = BUDGET) -> Group:
     """The graph's nodes as a tree of groups (the root has the empty path)."""
-    many = len(graph.params) > _MANY_PARAMS
     root = Group(())
     index: dict[tuple[str, ...], Group] = {(): root}
-    for n in graph.nodes:
-        path = _path(n, graph, many)
+    for n, path in zip(graph.nodes, _paths(graph)):
         for depth in range(1, len(path) + 1):
             if path[:depth] not in index:
                 index[path[:depth]] = Group(path[:depth])

@@ -122,17 +122,15 @@ def test_a_model_opens_group_by_group_in_jupyterlab(lab, page) -> None:  # type:
     shot(page, "14-gpt-first-view")
     closed = after.locator("g.node").count()
     mlp = after.locator("g.gx_group", has_text="mlp ·").first
+    key = next(c for c in (mlp.get_attribute("class") or "").split() if c.startswith("gx_g"))
     mlp.click()
-    page.wait_for_function(
-        "() => document.querySelector('.gx-pane-after .gx-canvas > svg g.cluster.gx_open')",
-        timeout=30_000)
+    opened = f".gx-pane-after .gx-canvas > svg g.cluster.gx_open.{key}"
+    page.wait_for_function(f"() => document.querySelector('{opened}')", timeout=30_000)
     assert after.locator("g.node").count() > closed
     assert "gx-busy" not in (root.locator(".gx-board").get_attribute("class") or "")
     shot(page, "15-gpt-group-opened")
-    after.locator("g.cluster.gx_open text").first.click()  # its frame's label closes it
-    page.wait_for_function(
-        "() => !document.querySelector('.gx-pane-after .gx-canvas > svg g.cluster.gx_open')",
-        timeout=30_000)
+    after.locator(f"g.cluster.gx_open.{key} text").first.click()  # its frame's label closes it
+    page.wait_for_function(f"() => !document.querySelector('{opened}')", timeout=30_000)
     assert after.locator("g.node").count() == closed
     root.locator(".gx-chip").last.click()  # the last stage, fused: kernels have their colour
     page.wait_for_function(

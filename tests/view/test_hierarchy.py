@@ -14,7 +14,7 @@ from test_render import classes, with_class
 
 import explorer as gx
 from explorer.analysis.cost import node_bytes, node_flops
-from explorer.view.collapse import BUDGET, hierarchy, plan_layout, region_prefix
+from explorer.view.collapse import BUDGET, Group, hierarchy, plan_layout, region_prefix
 from explorer.view.payload import reveal_for, stage_view
 from explorer.view.render import render
 from explorer.view.widget import TraceWidget
@@ -38,6 +38,19 @@ def boxes(svg: str) -> int:
     return len(re.findall(r'<g class="node ', svg))
 
 
+def group(root: Group, last: str) -> Group:
+    """The first group (depth first) whose path ends with `last`."""
+    for c in root.children:
+        if isinstance(c, Group):
+            if c.path[-1] == last:
+                return c
+            try:
+                return group(c, last)
+            except LookupError:
+                pass
+    raise LookupError(last)
+
+
 def test_opaque_nodes_are_marked_with_their_primitive():
     trace = gx.explore(lambda x: jax.lax.bessel_i1e(x) * 2.0, np.ones(4, np.float32), pipeline=[])
     g = trace.final.graph
@@ -55,11 +68,12 @@ def test_the_first_view_of_a_model_is_its_top_level_groups(gpt):
     assert layout.grouped and layout.boxes <= BUDGET
     svg = render(g).svg
     assert boxes(svg) == layout.boxes
-    for scope in ("attention", "mlp", "attention (transpose)", "inputs"):
-        assert f"▸ {scope} · " in svg, scope  # named scopes and the inputs are groups
+    for scope in ("attention", "mlp", "attention (transpose)", "p"):
+        assert f"▸ {scope} · " in svg, scope  # named scopes and the params dict are groups
+    assert "▾ inputs" in svg and "▾ gpt_block" in svg  # calls are groups, opened first
     # a group's label sums its nodes' costs
     root = hierarchy(g)
-    attention = next(c for c in root.children if getattr(c, "name", "") == "attention")
+    attention = group(root, "attention")
     nodes = attention.nodes()
     flops = sum(node_flops(g, n) for n in nodes)
     moved = sum(node_bytes(g, n) for n in nodes)
@@ -70,7 +84,8 @@ def test_the_first_view_of_a_model_is_its_top_level_groups(gpt):
 def test_a_group_opens_and_closes_by_key_and_keeps_its_key_across_stages(gpt):
     g = gpt.stages[0].graph
     first = render(g)
-    key = next(k for k, w in first.words.items() if w.startswith("attention "))
+    key = group(hierarchy(g), "attention").key
+    assert key in first.words
     opened = render(g, opened={key: True})
     assert [c for c in classes(opened.svg) if f"gx_{key}" in c and "cluster" in c]
     assert boxes(opened.svg) > boxes(first.svg)
@@ -137,7 +152,8 @@ def test_region_prefixes():
 def test_the_widget_reopens_what_the_user_clicked_and_what_search_finds(gpt):
     w = TraceWidget(gpt)
     first = w.after_svg
-    key = next(k for k, words in w.after_words.items() if words.startswith("mlp "))
+    key = group(hierarchy(gpt.stages[0].graph), "mlp").key
+    assert key in w.after_words
     w.opened = {key: True}
     assert w.after_svg != first and f"gx_{key}" in w.after_svg
     w.opened = {}
@@ -163,10 +179,14 @@ def test_the_widget_builds_the_next_stages_view_off_the_main_path(gpt):
 def test_opening_a_group_shows_its_children_closed_and_moves_nothing_else(gpt):
     g = gpt.stages[0].graph
     first = render(g)
-    key = next(k for k, w in first.words.items() if w.startswith("mlp "))
+    mlp = group(hierarchy(g), "mlp")
+    key = mlp.key
     opened = render(g, opened={key: True})
-    children = hierarchy(g).children
-    mlp = next(c for c in children if getattr(c, "key", "") == key)
-    # the other top-level boxes are as they were; mlp's children are each one box
+    # the other boxes are as they were; mlp's children are each one box
     assert boxes(opened.svg) == boxes(first.svg) - 1 + len(mlp.children)
-    assert not [c for c in classes(opened.svg) if "cluster" in c and f"gx_{key}" not in c]
+
+    def clusters(svg: str) -> set[frozenset[str]]:
+        return {frozenset(c) for c in classes(svg) if "cluster" in c}
+
+    assert clusters(opened.svg) - clusters(first.svg) == {
+        c for c in clusters(opened.svg) if f"gx_{key}" in c}
