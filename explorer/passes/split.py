@@ -35,8 +35,8 @@ from .split_rewrite import Loop, build_loop
 RULE = "split-into-loop"
 RESERVE = 32 * 1024  # bytes kept back for the interpreter's own objects (arrays, frames,
 # dicts: about 20 KiB measured inside a loop body on the reference interpreter); under small
-# limits a quarter of the limit, but at least RESERVE_FLOOR (a loop of 16 chunks on the
-# reference interpreter measured 7 KiB of such objects at once)
+# limits a quarter of the limit, but up to a third to keep RESERVE_FLOOR (a loop of 16 chunks
+# on the reference interpreter measured 7 KiB of such objects at once)
 RESERVE_FLOOR = 8 * 1024
 SEEDS = 4  # largest live tensors tried per round
 MAX_ROUNDS = 16
@@ -58,7 +58,7 @@ class InfeasibleMemoryLimit(ValueError):
 
 
 def budget_of(limit: int) -> int:
-    return limit - min(RESERVE, max(limit // 4, RESERVE_FLOOR))
+    return limit - min(RESERVE, max(limit // 4, min(RESERVE_FLOOR, limit // 3)))
 
 
 def split_for_limit(graph: Graph, limit: int, backend: str = DEFAULT_BACKEND,

@@ -87,7 +87,7 @@ def test_special_values_fold_as_the_reference_does_on_the_host() -> None:
         s = 0.5 - jnp.sum((x[:, None] - y[None]) ** 2, -1)
         return jnp.max(s, 1), jnp.argmax(s, 1), jnp.sum(jnp.exp(s), 1), jax.lax.top_k(s, 3)
 
-    tr = gx.explore(fn, x, y, memory_limit=8192)
+    tr = gx.explore(fn, x, y, memory_limit=16384)
     ref = NumpyInterpreter(tr.final.graph)
     prepared = ref.prepare((x, y))
     for w, h in zip(ref.evaluate(prepared), HostCudaInterpreter(tr.final.graph).evaluate(prepared)):

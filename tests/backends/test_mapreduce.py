@@ -97,7 +97,7 @@ def test_special_values_fold_as_the_reference_does() -> None:
     p = np.repeat(R.standard_normal((50, 2)), 2, axis=0)  # every distance tied twice
     p[7] = np.nan
     for fn in (nearest, knn):
-        tr = gx.explore(fn, q, p, memory_limit="8KiB")
+        tr = gx.explore(fn, q, p, memory_limit="16KiB")
         want, got = tr.run(), tr.run(backend="cpu")  # the same (rewritten) program
         for w, g in zip(jax.tree_util.tree_leaves(want.value), jax.tree_util.tree_leaves(got.value)):
             w, g = np.asarray(w), np.asarray(g)  # float32: the cross term rounds differently
@@ -211,7 +211,7 @@ def test_lanes_fold_in_column_order() -> None:
         w = jnp.exp(0.5 - jnp.sum((q[:, None] - p[None]) ** 2, -1))
         return jax.lax.top_k(w, 5), jnp.argmax(w, 1), jnp.max(w, 1)
 
-    tr = gx.explore(near, q, p, memory_limit="8KiB")
+    tr = gx.explore(near, q, p, memory_limit="16KiB")
     for loop in _loops(tr):
         assert "_vmath4(" in generate(plan_mapreduce(loop.attrs["body"]), "k").source
     want, got = _both(tr)
