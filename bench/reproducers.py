@@ -8,6 +8,7 @@ when its script could not be written or ran without printing either line.
 
     python bench/reproducers.py                  # the cpu backend
     python bench/reproducers.py --backend jax --seed 1
+    python bench/reproducers.py --models         # also bench/models.py's realistic programs
 """
 
 from __future__ import annotations
@@ -48,13 +49,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", action="store_true",
+                        help="also the realistic models of bench/models.py")
     options = parser.parse_args()
+    programs = dict(zoo())
+    if options.models:
+        from bench.models import models
+
+        programs.update({f"models/{k.split()[0]}-{k.split()[-1]}": v
+                         for k, v in models().items()})
     t0 = time.perf_counter()
     results: dict[str, tuple[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="reproducers-") as tmp:
         scripts: dict[str, Path] = {}
-        for name, (fn, args) in sorted(zoo().items()):
-            path = Path(tmp) / f"{name}.py"
+        for name, (fn, args) in sorted(programs.items()):
+            path = Path(tmp) / f"{name.replace('/', '_').replace('=', '')}.py"
             try:
                 gx.explore(fn, *args).final.reproducer(path, backend=options.backend)
             except Exception as e:  # noqa: BLE001 - a program whose script cannot be made

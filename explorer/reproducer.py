@@ -215,10 +215,20 @@ def find_kernel(graph: Graph, key: int | str, stage_name: str = "graph") -> tupl
 # ---------------------------------------------------------------- inputs
 
 
+def normal_scale(shape: tuple[int, ...]) -> float:
+    """The standard deviation of a float input: 1 for scalars and vectors, 1/sqrt(n) for an
+    array whose next-to-last axis has n entries, as a weight matrix is initialised (LeCun), so
+    that a product over that axis keeps unit scale. Standard normal weights of a model's width
+    (256) make its logits so large that float32 rounding alone moves a gradient by 4e-3, and
+    the reproducer would report that conditioning as a mismatch."""
+    return 1.0 if len(shape) < 2 else 1.0 / float(np.sqrt(max(shape[-2], 1)))
+
+
 def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
-    """One array per parameter, drawn as the passes' semantic tests draw them (standard normal
-    floats, coin-flip booleans, small integers), except that integers used as indices (gather
-    and scatter indices, dynamic slice starts, a switch's branch) stay in range."""
+    """One array per parameter, drawn as the passes' semantic tests draw them (normal floats,
+    scaled by `normal_scale`, coin-flip booleans, small integers), except that integers used
+    as indices (gather and scatter indices, dynamic slice starts, a switch's branch) stay in
+    range."""
     rng = np.random.default_rng(seed)
     out = []
     for p, (kind, low, high) in zip(graph.param_nodes, input_ranges(graph), strict=True):
@@ -228,7 +238,7 @@ def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
         if kind == "bool":
             out.append(rng.random(t.shape) < 0.5)
         elif kind == "normal":
-            out.append(rng.standard_normal(t.shape).astype(npd))
+            out.append((rng.standard_normal(t.shape) * normal_scale(t.shape)).astype(npd))
         else:
             out.append(rng.integers(low, high, size=t.shape).astype(npd))
     return out
@@ -254,9 +264,10 @@ def input_ranges(graph: Graph) -> list[tuple[str, int, int]]:
 
 def describe_inputs(graph: Graph) -> list[str]:
     """A line per parameter, for a script's header."""
-    what = {"normal": "standard normal", "bool": "coin flips"}
     out = []
     for p, (kind, low, high) in zip(graph.param_nodes, input_ranges(graph), strict=True):
+        scale = normal_scale(p.type.shape) if isinstance(p.type, TensorType) else 1.0
+        what = {"normal": f"normal, mean 0, std {scale:.3g}", "bool": "coin flips"}
         draw = what.get(kind) or f"integers in [{low}, {high})" + (" (indices)" if kind == "index" else "")
         out.append(f"%{p.id} {p.attrs.get('name', '')} {p.type}: {draw}")
     return out
