@@ -199,12 +199,19 @@ def stepped_times(exe: Any, prepared: Sequence[Any]) -> tuple[float, dict[int, f
 
 
 def profile(trace: Trace, args: tuple[Any, ...], stage: int | str = -1, backend: str = "cpu",
-            repeats: int = 5) -> Profile:
+            repeats: int = 5, **settings: Any) -> Profile:
     """See the module docstring; `args` are the user's arguments (the traced ones by
-    default)."""
+    default); `settings` are the backend's run settings (as trace.run takes them: the dask
+    backend's client=)."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    registry.get(backend)  # unknown or unavailable: a BackendError with the registry's reason
+    chosen = registry.get(backend)  # unknown or unavailable: a BackendError with the reason
+    with chosen.session(**settings):
+        return _profile(trace, args, stage, backend, repeats)
+
+
+def _profile(trace: Trace, args: tuple[Any, ...], stage: int | str, backend: str,
+             repeats: int) -> Profile:
     s = trace.stage(stage)
     index = trace.stages.index(s)
     g = s.graph

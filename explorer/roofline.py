@@ -171,8 +171,9 @@ def xla_point(trace: Trace, args: tuple[Any, ...], repeats: int) -> tuple[Point 
 
 
 def roofline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1, backend: str = "cpu",
-             repeats: int = 5, xla: bool = True, remeasure: bool = False) -> Roofline:
-    prof = profile(trace, args, stage=stage, backend=backend, repeats=repeats)
+             repeats: int = 5, xla: bool = True, remeasure: bool = False,
+             **settings: Any) -> Roofline:
+    prof = profile(trace, args, stage=stage, backend=backend, repeats=repeats, **settings)
     machine_peaks = peaks(backend, remeasure=remeasure)
     points = tuple(Point(r.name, r.kind, r.node, r.source, r.flops, r.bytes, r.seconds)
                    for r in prof.rows if r.kind in KINDS)

@@ -142,8 +142,10 @@ def _source(n: Any) -> str:
 
 
 def memory_timeline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1,
-                    backend: str = "cpu") -> MemoryTimeline:
-    registry.get(backend)  # unknown or unavailable: a BackendError with the registry's reason
+                    backend: str = "cpu", **settings: Any) -> MemoryTimeline:
+    """See the module docstring; `settings` are the backend's run settings (as trace.run
+    takes them)."""
+    chosen = registry.get(backend)  # unknown or unavailable: a BackendError with the reason
     s = trace.stage(stage)
     index = trace.stages.index(s)
     g = s.graph
@@ -157,7 +159,8 @@ def memory_timeline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1,
     buffers = tuple(Buffer(b, g[b].op, _source(g[b]), nbytes, position[b],
                            max(end.get(b, position[b]), position[b]))
                     for b, nbytes in p.temporaries.items() if b in position)
-    run = registry.run_graph(g, trace.flat_args(args), backend, trace.options)
+    with chosen.session(**settings):
+        run = registry.run_graph(g, trace.flat_args(args), backend, trace.options)
     by_node = {st.node: st for st in run.steps}
     notes = []
     if not run.steps:

@@ -164,17 +164,20 @@ class Trace:
                        stages=stages, repeats=repeats, plot=plot, progress=progress)
 
     def profile(self, *args: Any, stage: int | str = -1, backend: str | None = None,
-                repeats: int = 5) -> Profile:
+                repeats: int = 5, **settings: Any) -> Profile:
         """Measured seconds of every node, kernel, dot and loop of a stage on a backend
-        (explorer/profile.py); the widget draws the last one as a heat overlay."""
+        (explorer/profile.py); the widget draws the last one as a heat overlay. `settings`
+        are the backend's run settings, as for `run`."""
         from .profile import profile
 
         self.last_profile = profile(self, args or self.example_args, stage=stage,
-                                    backend=backend or self.options.backend, repeats=repeats)
+                                    backend=backend or self.options.backend, repeats=repeats,
+                                    **settings)
         return self.last_profile
 
     def roofline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
-                 repeats: int = 5, xla: bool = True, remeasure: bool = False) -> Roofline:
+                 repeats: int = 5, xla: bool = True, remeasure: bool = False,
+                 **settings: Any) -> Roofline:
         """One row per kernel, dot and loop of a stage (FLOPs, bytes, seconds, achieved rates)
         with this machine's measured peaks (cached per machine; `remeasure=True` measures
         them again), and jax.jit's compiled program as one more point (explorer/roofline.py)."""
@@ -182,17 +185,19 @@ class Trace:
 
         self.last_roofline = roofline(self, args or self.example_args, stage=stage,
                                       backend=backend or self.options.backend,
-                                      repeats=repeats, xla=xla, remeasure=remeasure)
+                                      repeats=repeats, xla=xla, remeasure=remeasure,
+                                      **settings)
         return self.last_roofline
 
-    def memory_timeline(self, *args: Any, stage: int | str = -1,
-                        backend: str | None = None) -> MemoryTimeline:
+    def memory_timeline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
+                        **settings: Any) -> MemoryTimeline:
         """Planned and measured live bytes along a stage's schedule, each buffer's lifetime,
         the peak and what is live there (explorer/timeline.py)."""
         from .timeline import memory_timeline
 
         self.last_timeline = memory_timeline(self, args or self.example_args, stage=stage,
-                                             backend=backend or self.options.backend)
+                                             backend=backend or self.options.backend,
+                                             **settings)
         return self.last_timeline
 
     def summary(self) -> str:

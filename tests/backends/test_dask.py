@@ -288,3 +288,15 @@ def test_the_widget_run_row_names_the_workers_and_links_the_dashboard(client: An
     assert problems(row, RunRow) == []
     cpu = RunLog(tr, repeats=1).run(len(tr.stages) - 1, "cpu")
     assert cpu["workers"] == 0 and cpu["dashboard"] == ""
+
+
+def test_profile_and_memory_timeline_on_the_cluster(client: Any) -> None:
+    """trace.profile and trace.memory_timeline take the backend's run settings, as trace.run
+    does: the split loops run as tasks on the given cluster, timed as one statement each."""
+    fn, args, limit = next(iter(PROGRAMS.values()))
+    tr = gx.explore(fn, *args, memory_limit=limit)
+    p = tr.profile(backend="dask", client=client, repeats=2)
+    loops = [r for r in p.rows if r.op == "loop"]
+    assert loops and all(r.seconds > 0 for r in loops) and p.total > 0
+    m = tr.memory_timeline(backend="dask", client=client)
+    assert m.memory_limit == gx.parse_bytes(limit) and m.planned_peak <= m.memory_limit
