@@ -103,12 +103,12 @@ class CpuProgram:
 
     def stepped(self, prepared: Sequence[np.ndarray], after_step: Any) -> list[np.ndarray]:
         """A bare run calling `after_step(node, value)` after each top-level node: the
-        generated program's measured twin (its `_step` hook), or the interpreter's loop."""
+        generated program's measured twin (its `_step` hook), or the interpreter's loop. The
+        caller sets NumPy's error state (the profile does so outside its clock)."""
         if self.program is None:
             assert self.interpreter is not None
             return self.interpreter.evaluate(prepared, after_step)
-        with np.errstate(all="ignore"):
-            return self.program.measured(*prepared, after_step)
+        return self.program.measured(*prepared, after_step)
 
     def sync(self) -> None:
         """Nothing to wait for: every call returns when its work is done."""
@@ -130,8 +130,9 @@ class CpuProgram:
         for k in kernels:
             k.seconds = 0.0
         steps: list[Step] = []
-        outs, seconds, peak = measured(self.graph, prepared,
-                                       lambda hook: self.stepped(prepared, hook), steps)
+        with np.errstate(all="ignore"):
+            outs, seconds, peak = measured(self.graph, prepared,
+                                           lambda hook: self.stepped(prepared, hook), steps)
         listed = tuple(Kernel(k.name, k.source, k.seconds) for k in kernels)
         return Run(outs, seconds, peak, listed, self.peak_how, program=self.source,
                    steps=tuple(steps))
