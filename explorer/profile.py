@@ -167,12 +167,8 @@ class Profile:
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def _source(n: Node) -> str:
-    return f"{n.source.file}:{n.source.line}" if n.source else ""
-
-
 def _rows(g: Graph, seconds: dict[int, float]) -> tuple[ProfileRow, ...]:
-    return tuple(ProfileRow(n.id, label_of(n), kind_of(n), n.op, _source(n), node_flops(g, n),
+    return tuple(ProfileRow(n.id, label_of(n), kind_of(n), n.op, str(n.source or ""), node_flops(g, n),
                             node_bytes(g, n), seconds.get(n.id, 0.0), 1)
                  for n in g.nodes if n.op != "parameter")
 

@@ -137,10 +137,6 @@ class MemoryTimeline:
         return f"<pre>{text}</pre>{buf.getvalue()}"
 
 
-def _source(n: Any) -> str:
-    return f"{n.source.file}:{n.source.line}" if n.source else ""
-
-
 def memory_timeline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1,
                     backend: str = "cpu", **settings: Any) -> MemoryTimeline:
     """See the module docstring; `settings` are the backend's run settings (as trace.run
@@ -156,7 +152,7 @@ def memory_timeline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1,
         for i in g[node].inputs:
             owner = p.buffer_of[i]
             end[owner] = max(end.get(owner, -1), k)
-    buffers = tuple(Buffer(b, g[b].op, _source(g[b]), nbytes, position[b],
+    buffers = tuple(Buffer(b, g[b].op, str(g[b].source or ""), nbytes, position[b],
                            max(end.get(b, position[b]), position[b]))
                     for b, nbytes in p.temporaries.items() if b in position)
     with chosen.session(**settings):
@@ -166,7 +162,7 @@ def memory_timeline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1,
     if not run.steps:
         notes.append(f"the {backend} backend does not measure memory step by step: only the "
                      f"plan is drawn (its run's peak: {format_bytes(run.peak_bytes)})")
-    steps = tuple(TimelineStep(node, g[node].op, _source(g[node]), p.timeline[k], p.steps[k],
+    steps = tuple(TimelineStep(node, g[node].op, str(g[node].source or ""), p.timeline[k], p.steps[k],
                                by_node[node].live if node in by_node else None,
                                by_node[node].peak if node in by_node else None)
                   for k, node in enumerate(p.schedule))

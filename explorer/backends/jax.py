@@ -16,6 +16,7 @@ computes the types the graph says; its other types are explicit, so nothing else
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -94,11 +95,16 @@ class JaxExecutable:
 
     def __post_init__(self) -> None:
         self.wide = _wide(self.graph) and not jax.config.jax_enable_x64
-        self.jitted = self._typed(jax.jit(lower(self.graph)))
+        self.raw = jax.jit(lower(self.graph))
+        self.jitted = self._typed(self.raw)
         self.compiled: Any = None
 
+    def _types(self) -> contextlib.AbstractContextManager:
+        """x64 where the graph holds 64-bit types (module doc), else nothing."""
+        return jax.enable_x64(True) if self.wide else contextlib.nullcontext()
+
     def _typed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """`fn`, called under x64 where the graph holds 64-bit types (module doc)."""
+        """`fn`, called under x64 where the graph holds 64-bit types."""
         if not self.wide:
             return fn
 
@@ -106,16 +112,18 @@ class JaxExecutable:
             with jax.enable_x64(True):
                 return fn(*args)
 
-        call.lower = lambda *args: _X64Lowered(fn, args)  # type: ignore[attr-defined]
         return call
 
     def _compile(self, args: Sequence[Any]) -> Any:
         if self.compiled is None:
-            self.compiled = self.jitted.lower(*args).compile()  # type: ignore[attr-defined]
+            with self._types():
+                self.compiled = self.raw.lower(*args).compile()
         return self.compiled
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
-        outs = self._compile(args)(*args)
+        compiled = self._compile(args)
+        with self._types():
+            outs = compiled(*args)
         jax.block_until_ready(outs)
         return outs
 
@@ -174,31 +182,6 @@ class JaxExecutable:
         result = [np.asarray(o) for o in outs]
         return Run(result, seconds, int(peak or 0), (Kernel("xla-module", text, seconds),),
                    peak_how())
-
-
-class _X64Lowered:
-    """jitted.lower(*args) under x64; its compile() gives an executable called under x64."""
-
-    def __init__(self, fn: Any, args: Sequence[Any]) -> None:
-        with jax.enable_x64(True):
-            self.lowered = fn.lower(*args)
-
-    def compile(self) -> Any:
-        with jax.enable_x64(True):
-            compiled = self.lowered.compile()
-        return _X64Compiled(compiled)
-
-
-class _X64Compiled:
-    def __init__(self, compiled: Any) -> None:
-        self.compiled = compiled
-
-    def __call__(self, *args: Any) -> Any:
-        with jax.enable_x64(True):
-            return self.compiled(*args)
-
-    def __getattr__(self, name: str) -> Any:  # as_text, memory_analysis, cost_analysis
-        return getattr(self.compiled, name)
 
 
 _X64_TYPES = frozenset({"f64", "i64", "u64", "c128"})

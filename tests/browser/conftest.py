@@ -28,6 +28,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from browserkit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HERE, ROOT  # noqa: E402
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a server, and kill it if it has not gone within 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def wait_until_up(proc: subprocess.Popen, url: str, seconds: float, log: Any, log_path: Path,
                   what: str) -> None:
     """Poll `url` until the server answers; if it exits or `seconds` pass first, fail with the
@@ -147,11 +156,7 @@ def _server(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[Lab]
                       "JupyterLab")
         yield Lab(url, token, root, app, base / "data")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(base / "lab.log", ARTIFACTS / f"{app}.log")
@@ -203,11 +208,7 @@ def _marimo(tmp_path_factory: pytest.TempPathFactory, mode: str) -> Iterator[Mar
         wait_until_up(proc, f"{url}/health", 60, log, base / "marimo.log", f"marimo {mode}")
         yield Marimo(url, token, root)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         try:  # the kernel processes it started, if any outlived it
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
