@@ -97,7 +97,7 @@ def test_astype_int32_of_a_huge_float_is_int_max() -> None:
 def test_cuda_to_int_helper_converts_as_the_reference(tmp_path: Path) -> None:
     """The CUDA preamble's _to_int, compiled as host C++ (no GPU needed), on every pair of
     float or integer source and integer target the CUDA generator writes."""
-    from explorer.backends.gpu_codegen import PREAMBLE
+    from explorer.backends.gpu.codegen import PREAMBLE
 
     def lit(v: float) -> str:
         return "NAN" if v != v else "INFINITY" if v == np.inf else "-INFINITY" if v == -np.inf \
@@ -173,7 +173,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # CuPy compiles every kernel with -ftz=true (options cannot undo it): the GPU is checked on
-# normal values. gpu.py builds with --fmad=false, so the fma case holds there too.
+# normal values. gpu/backend.py builds with --fmad=false, so the fma case holds there too.
 @pytest.mark.parametrize("backend, name", [
     (b, n) for b in KERNEL_BACKENDS for n in SPECIAL_PROGRAMS])
 def test_kernels_agree_where_reference_and_jax_agree(backend: str, name: str) -> None:

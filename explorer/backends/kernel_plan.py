@@ -12,8 +12,10 @@ XLA, say) raises `PlanError`, and backends then run it on the reference interpre
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..ir import dtypes
 from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import OPS
 from ..ir.traits import Fuse
@@ -108,6 +110,20 @@ def combine_of(reduce: Node) -> str:
     return monoid.name
 
 
+def accumulation(reduce: Node) -> tuple[str, str]:
+    """(combine, accumulator element type) of a generated kernel's reduction, the same on
+    every backend: float sums and products accumulate in f64, integer ones in 64 bits, and a
+    pred max/min is an or/and."""
+    d, kind = reduce.dtype, combine_of(reduce)
+    if d == "pred" and kind in ("max", "min"):
+        return ("or" if kind == "max" else "and"), d
+    if kind in ("add", "mul") and dtypes.is_float(d):
+        return kind, "f64"
+    if kind in ("add", "mul") and dtypes.is_int(d):
+        return kind, "u64" if d.startswith("u") else "i64"
+    return kind, d
+
+
 def param_access(plan: KernelPlan, node: Node, shape: tuple[int, ...]) -> Access:
     """The access for parameter node `node` read directly at a point of `shape`."""
     return access(node.type, shape, position=plan.body.params.index(node.id))  # type: ignore[arg-type]
@@ -148,6 +164,19 @@ class RowPlan:
     @property
     def reductions(self) -> tuple[Node, ...]:
         return tuple(r for p in self.passes for r in p)
+
+    def cone(self, roots: Sequence[int], given: int | None = None) -> set[int]:
+        """The per-point values a generator computes to get `roots` inside a pass over the
+        columns (`given` is read, not computed)."""
+        need: set[int] = set()
+        work = [i for i in roots if i not in self.row_level]
+        while work:
+            i = work.pop()
+            if i not in need and self.body[i].op != "parameter":
+                need.add(i)
+                if i != given:
+                    work += [j for j in self.body[i].inputs if j not in self.row_level]
+        return need
 
 
 def row_shape(shape: tuple[int, ...], rows: int) -> tuple[int, ...]:

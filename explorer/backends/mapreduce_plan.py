@@ -1,5 +1,5 @@
 """The shape of a fused map-reduce kernel, read off a split loop's body: what the CPU
-(cpu_mapreduce.py) and GPU (gpu_mapreduce.py) generators share (KeOps's Sum, Min/Max,
+(cpu_mapreduce.py) and GPU (gpu/mapreduce.py) generators share (KeOps's Sum, Min/Max,
 ArgMin/ArgMax, ArgKMin and LogSumExp reductions are the model).
 
 A body has this form when it folds a pairwise [I, J] value S over one axis: reductions

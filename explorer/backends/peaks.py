@@ -145,7 +145,7 @@ def peaks(backend: str = "cpu", remeasure: bool = False, path: Path | None = Non
     `remeasure` or none is kept for this machine yet."""
     device = "gpu" if backend == "gpu" else "cpu"
     if device == "gpu":
-        from .gpu import unavailable_reason
+        from .gpu.backend import unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:

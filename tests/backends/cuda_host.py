@@ -1,4 +1,4 @@
-"""The GPU backend's map-reduce kernels (backends/gpu_mapreduce.py) run on the host: their
+"""The GPU backend's map-reduce kernels (backends/gpu/mapreduce.py) run on the host: their
 exact CUDA source, compiled as C++ by the machine's g++ with a few lines standing in for
 CUDA's built-ins, and launched thread by thread over the same grid CuPy would use. Split
 bodies then run through `GpuFusedBody` itself (pre and post parts on NumPy), so that the
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.backends import gpu_mapreduce
+from explorer.backends.gpu import mapreduce as gpu_mapreduce
 from explorer.backends.reference import NumpyInterpreter
 from explorer.ir.graph import Graph
 
@@ -59,16 +59,107 @@ def build(source: str) -> Any:
         f"      blockIdx.x = (unsigned)b; threadIdx.x = t;\n"
         f"      {name}({', '.join(casts)});\n"
         f"    }}\n}}\n")
+    return _compile(text).launch
+
+
+def _compile(text: str, flags: Sequence[str] = ()) -> Any:
+    """The C++ `text` as a loaded shared library (built once per text)."""
     key = hashlib.sha256(text.encode()).hexdigest()[:20]
     if key not in _LIBS:
         BUILD.mkdir(exist_ok=True)
         src, lib = BUILD / f"{key}.cpp", BUILD / f"{key}.so"
         if not lib.exists():
             src.write_text(text)
-            subprocess.run([host_compiler() or "g++", "-std=c++14", "-O1", "-shared", "-fPIC",
-                            "-o", str(lib), str(src)], check=True, capture_output=True, text=True)
-        _LIBS[key] = ctypes.CDLL(str(lib)).launch
+            done = subprocess.run([host_compiler() or "g++", "-std=c++14", "-O1", "-shared",
+                                   "-fPIC", *flags, "-o", str(lib), str(src)],
+                                  capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"g++ failed on {src}:\n{done.stderr[-4000:]}")
+        _LIBS[key] = ctypes.CDLL(str(lib))
     return _LIBS[key]
+
+
+# A block's threads as host threads (pthreads), so that the kernels that cooperate within a
+# block (backends/gpu/reduce.py) run as written: `__shared__` memory is static (one block
+# runs at a time), `__syncthreads` is a barrier of the block's threads, and a warp shuffle
+# passes values through a per-lane slot between two barriers of the warp's 32 threads.
+COOP_SHIM = r"""
+#include <math.h>
+#include <string.h>
+#include <pthread.h>
+#define __global__
+#define __device__
+#define __shared__ static
+struct _dim3 { unsigned x, y, z; };
+static thread_local _dim3 blockIdx, threadIdx;
+static _dim3 blockDim, gridDim;
+static pthread_barrier_t _block_bar, _warp_bar[32];
+static unsigned char _lanes[1024 * 8];
+static inline void __syncthreads() { pthread_barrier_wait(&_block_bar); }
+template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
+  static_assert(sizeof(T) <= 8, "a shuffled value is at most 8 bytes");
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  memcpy(_lanes + 8 * threadIdx.x, &v, sizeof v);
+  pthread_barrier_wait(&_warp_bar[w]);
+  T out = v;
+  if (lane + d < 32) memcpy(&out, _lanes + 8 * (threadIdx.x + d), sizeof out);
+  pthread_barrier_wait(&_warp_bar[w]);
+  return out;
+}
+static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, sizeof d); return d; }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
+struct _Launch { void** a; unsigned t; };
+"""
+
+
+def _coop_launcher(name: str, params: str) -> str:
+    casts = [f"({p.rsplit(' ', 1)[0].replace('__restrict__', '').strip()})L->a[{k}]"
+             for k, p in enumerate(params.split(", "))]
+    return (f"static void* _run_{name}(void* p) {{\n"
+            f"  const _Launch* L = (const _Launch*)p;\n"
+            f"  threadIdx.x = L->t; threadIdx.y = threadIdx.z = 0;\n"
+            f"  for (unsigned by = 0; by < gridDim.y; ++by)\n"
+            f"    for (unsigned bx = 0; bx < gridDim.x; ++bx) {{\n"
+            f"      blockIdx.x = bx; blockIdx.y = by; blockIdx.z = 0;\n"
+            f"      {name}({', '.join(casts)});\n"
+            f"      pthread_barrier_wait(&_block_bar);  // the next block reuses __shared__\n"
+            f"    }}\n  return 0;\n}}\n"
+            f'extern "C" int launch_{name}(void** a, unsigned gx, unsigned gy, unsigned threads) {{\n'
+            f"  if (threads % 32 || threads > 1024) return 1;\n"
+            f"  blockDim.x = threads; blockDim.y = blockDim.z = 1;\n"
+            f"  gridDim.x = gx; gridDim.y = gy; gridDim.z = 1;\n"
+            f"  pthread_barrier_init(&_block_bar, 0, threads);\n"
+            f"  for (unsigned w = 0; w < threads / 32; ++w) pthread_barrier_init(&_warp_bar[w], 0, 32);\n"
+            f"  pthread_attr_t attr; pthread_attr_init(&attr); pthread_attr_setstacksize(&attr, 1 << 18);\n"
+            f"  static pthread_t th[1024]; static _Launch L[1024];\n"
+            f"  for (unsigned t = 0; t < threads; ++t) {{\n"
+            f"    L[t].a = a; L[t].t = t; pthread_create(&th[t], &attr, _run_{name}, &L[t]); }}\n"
+            f"  for (unsigned t = 0; t < threads; ++t) pthread_join(th[t], 0);\n"
+            f"  pthread_barrier_destroy(&_block_bar);\n"
+            f"  for (unsigned w = 0; w < threads / 32; ++w) pthread_barrier_destroy(&_warp_bar[w]);\n"
+            f"  return 0;\n}}\n")
+
+
+def build_module(source: str) -> dict[str, Any]:
+    """Every kernel of a cooperative module (`source`), compiled for the host: name ->
+    launch(args, gx, gy, threads), a block's threads running as threads."""
+    kernels = KERNEL.findall(source)
+    text = COOP_SHIM + source + "".join(_coop_launcher(n, p) for n, p in kernels)
+    lib = _compile(text, ["-pthread"])
+    return {n: getattr(lib, f"launch_{n}") for n, _ in kernels}
+
+
+def host_call(module: dict[str, Any], threads: int) -> Any:
+    """The `call(name, grid, args)` of backends/gpu/reduce.launch, on the host."""
+
+    def call(name: str, grid: tuple[int, ...], args: list[np.ndarray]) -> None:
+        gx, gy = (*grid, 1)[:2]
+        ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
+        rc = module[name](ptrs, ctypes.c_uint(gx), ctypes.c_uint(gy), ctypes.c_uint(threads))
+        assert rc == 0, f"{name}: {threads} threads per block is not a multiple of 32 up to 1024"
+
+    return call
 
 
 def nvcc_ptx(source: str) -> subprocess.CompletedProcess:

@@ -4,15 +4,14 @@ and a GPU, and those tests skip with the reason when either is missing."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import (
-    gpu,  # importing must work without CuPy
-    registry,
-)
-from explorer.backends.gpu_codegen import generate
+from explorer.backends import registry
+from explorer.backends.gpu import backend as gpu  # importing must work without CuPy
+from explorer.backends.gpu.codegen import generate
 from explorer.backends.kernel_plan import PlanError, plan_kernel
 from tests.backends.conftest import PROGRAMS, explore, kernels_of
 from tests.passes.semantic import assert_outputs_close
@@ -22,8 +21,8 @@ needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"GPU backend unavaila
 
 
 def _code(name: str):  # noqa: ANN202
-    """The CUDA of a program's one-reduction kernels (row kernels, several reductions per
-    row, have no CUDA form yet: the GPU backend runs their bodies op by op)."""
+    """The CuPy kernels of a program's one-reduction and elementwise kernels (row kernels,
+    several reductions per row, are RawModules of gpu/reduce.py)."""
     t, _ = explore(name)
     return [generate(plan_kernel(k.attrs["body"]), k.attrs["body"].name)
             for k in kernels_of(t.final.graph) if not _rows(k)]
@@ -37,12 +36,14 @@ def _rows(k) -> bool:  # noqa: ANN001
     return False
 
 
-def test_a_row_kernel_says_why_it_runs_op_by_op() -> None:
+def test_a_row_kernel_is_one_block_per_row_of_generated_cuda() -> None:
     x = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
     t = gx.explore(lambda x: jax.nn.softmax(x, -1), x)
     (k,) = kernels_of(t.final.graph)
     assert _rows(k)
-    assert "more than one reduction" in gpu.compile_kernel(k, "softmax").reason
+    fused = gpu.compile_kernel(k, "softmax")
+    assert fused.code is not None and fused.code.kind == "rows" and not fused.reason
+    assert "one block per row of 16" in fused.source and "_block_reduce" in fused.source
 
 
 def test_an_output_fusion_is_cublas_then_its_epilogue_as_generated_cuda() -> None:
@@ -115,11 +116,34 @@ def test_programs_match_the_reference_on_gpu(name: str) -> None:
 
 @needs_gpu
 def test_memory_limit_is_the_pool_limit() -> None:
-    import jax.numpy as jnp
-
     x = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
     t = gx.explore(lambda x: (jnp.exp(x) * 2.0).sum(1), x, memory_limit="256KiB",
                    pipeline=list(gx.passes.DEFAULT_PIPELINE))
     got = t.run(backend="gpu")
     np.testing.assert_allclose(got.value, (np.exp(x) * 2).sum(1), rtol=1e-4)
     assert got.peak_bytes <= 256 * 1024
+
+
+WIDE = {  # reductions wider than a block: grid reductions and row kernels on the device
+    "mean(x**2*3+y) 2048^2": (lambda x, y: jnp.mean(x ** 2 * 3 + y), [(2048, 2048)] * 2),
+    "column sums": (lambda x: jnp.sum(jnp.tanh(x), 0) * 2, [(5000, 64)]),
+    "row max over 10^5": (lambda x: jnp.max(x * 1.5, 1), [(4, 100_000)]),
+    "softmax 512x4096": (lambda x: jax.nn.softmax(x, -1), [(512, 4096)]),
+    "layer norm": (lambda x: (x - x.mean(-1, keepdims=True))
+                   / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5), [(256, 1024)]),
+}
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", WIDE)
+def test_wide_reductions_match_the_reference_on_gpu(name: str) -> None:
+    fn, shapes = WIDE[name]
+    args = [np.random.default_rng(k).standard_normal(s).astype(np.float32)
+            for k, s in enumerate(shapes)]
+    args[0].flat[7] = np.nan if "max" in name else args[0].flat[7]
+    t = gx.explore(fn, *args)
+    want = t.run(backend="reference", stage=0).value
+    got = t.run(backend="gpu")
+    assert_outputs_close([want], [got.value], name)
+    assert not any("host reference interpreter" in k.source for k in got.kernels), name
+    assert any("cupy.RawModule" in k.source for k in got.kernels), name

@@ -102,7 +102,7 @@ def test_special_values_fold_as_the_reference_does_on_the_host() -> None:
 @pytest.mark.parametrize("key", [k for k in PROGRAMS if not isinstance(PROGRAMS[k], int)]
                          + ["memory seed 0", "memory seed 1", "memory seed 2"])
 def test_cuda_map_reduce_kernels_compile_for_the_device(key: str) -> None:
-    from explorer.backends import gpu_mapreduce
+    from explorer.backends.gpu import mapreduce as gpu_mapreduce
 
     tr, _ = _explored(key)
     for body in _loop_bodies(tr.final.graph):

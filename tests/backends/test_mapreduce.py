@@ -1,5 +1,5 @@
 """Fused map-reduce kernels (explorer/backends/mapreduce_plan.py, cpu_mapreduce.py,
-gpu_mapreduce.py): a split body that folds a pairwise value runs as one generated kernel per
+gpu/mapreduce.py): a split body that folds a pairwise value runs as one generated kernel per
 chunk (numba on the CPU, equal to the reference; CUDA text on the GPU)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import gpu_mapreduce
 from explorer.backends.cpu import vector_math
 from explorer.backends.cpu.mapreduce import generate
+from explorer.backends.gpu import mapreduce as gpu_mapreduce
 from explorer.backends.kernel_plan import PlanError
 from explorer.backends.mapreduce_plan import plan_mapreduce
 
@@ -153,7 +153,7 @@ def test_gpu_generator_imports_without_cupy() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, explorer.backends.gpu_mapreduce, explorer.backends.gpu; "
+    code = ("import sys, explorer.backends.gpu.mapreduce, explorer.backends.gpu; "
             "assert 'cupy' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

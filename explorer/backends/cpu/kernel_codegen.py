@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,8 @@ from ..kernel_plan import (
     KernelPlan,
     PlanError,
     RowPlan,
+    accumulation,
     broadcast_access,
-    combine_of,
     param_access,
     row_access,
 )
@@ -82,15 +81,7 @@ def _expr(n: Node) -> ScalarExpr:
 
 def accumulator(reduce: Node) -> tuple[str, str, object]:
     """(combine op, accumulator element type, identity) of a kernel's reduction."""
-    d = reduce.dtype
-    kind = combine_of(reduce)
-    if d == "pred" and kind in ("max", "min"):
-        kind = "or" if kind == "max" else "and"
-    acc = d
-    if kind in ("add", "mul") and dtypes.is_float(d):
-        acc = "f64"
-    elif kind in ("add", "mul") and dtypes.is_int(d):
-        acc = "u64" if d.startswith("u") else "i64"
+    kind, acc = accumulation(reduce)
     return kind, acc, dtypes.to_numpy(acc).type(MONOIDS[kind].identity_value(acc))
 
 
@@ -329,17 +320,7 @@ def generate_rows(plan: RowPlan, name: str) -> CpuKernelCode:
             return
         w(f"v{n.id} = {np_type(n.dtype)}({_expr(n)([value(i) for i in n.inputs], n)})")
 
-    def cone(roots: Sequence[int], given: int | None = None) -> set[int]:
-        """The per-point values computed to get `roots` (`given` is read, not computed)."""
-        need: set[int] = set()
-        work = [i for i in roots if i not in plan.row_level]
-        while work:
-            i = work.pop()
-            if i not in need and body[i].op != "parameter":
-                need.add(i)
-                if i != given:
-                    work += [j for j in body[i].inputs if j not in plan.row_level]
-        return need
+    cone = plan.cone
 
     def columns(need: set[int], given: int | None = None) -> None:
         """Open the loops over the columns and compute the per-point values `need`, reading

@@ -6,7 +6,7 @@ maximum); the [I, J] chunk never exists. Inputs are C-contiguous device arrays i
 the literal shapes of the body.
 
 This module only writes text (no CuPy needed): tests check the text; `compile_body` builds a
-`cupy.RawKernel` where CuPy is installed (gpu.py calls it for split bodies).
+`cupy.RawKernel` where CuPy is installed (backend.py calls it for split bodies).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir import dtypes
-from ..ir.graph import Graph
-from ..ir.ops import dot_dims
-from .gpu_codegen import PREAMBLE, _expr, c_type, literal
-from .kernel_plan import PlanError
-from .mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
+from ...ir import dtypes
+from ...ir.graph import Graph
+from ...ir.ops import dot_dims
+from ..kernel_plan import PlanError
+from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
+from .codegen import PREAMBLE, _expr, c_type, literal
 
 THREADS = 128  # threads per block: one row each
 

@@ -1,6 +1,8 @@
 """The GPU backend (CuPy; `pip install 'gambit-explorer[gpu]'`).
 
-Fused kernels become generated CUDA (gpu_codegen.py: ElementwiseKernel / ReductionKernel);
+Fused kernels become generated CUDA (codegen.py: ElementwiseKernel / ReductionKernel; reduce.py:
+grid reductions where one block cannot hold a result's reduction, and row kernels for
+softmax-like bodies, as RawModules);
 `dot_general` calls cuBLAS through `cupy.matmul`; split loops run on the device, chunk by
 chunk, combined on the device by backends/combine.py; other ops run their op-table NumPy
 reference on CuPy arrays (NumPy dispatches to CuPy through `__array_function__` and
@@ -25,19 +27,20 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import dtypes
-from ..ir.graph import Attrs, Graph, Node, TupleType
-from ..ir.ops import OPS
-from ..options import CompileOptions
-from . import reference
-from .gpu_codegen import GpuKernelCode, generate
-from .gpu_mapreduce import compile_body
-from .interpreter import Interpreter
-from .kernel_plan import Access, PlanError, describe_output, plan_kernel, plan_output
-from .numpy_temporaries import workspace_bytes
-from .reference import as_typed, check_args
-from .registry import Backend, Run, Step, register
-from .result import Kernel
+from ...ir import dtypes
+from ...ir.graph import Attrs, Graph, Node, TupleType
+from ...ir.ops import OPS
+from ...options import CompileOptions
+from .. import reference
+from ..interpreter import Interpreter
+from ..kernel_plan import Access, PlanError, RowPlan, describe_output, plan_any, plan_output
+from ..numpy_temporaries import workspace_bytes
+from ..reference import as_typed, check_args
+from ..registry import Backend, Run, Step, register
+from ..result import Kernel
+from .codegen import GpuKernelCode, generate
+from .mapreduce import compile_body
+from .reduce import THREADS, GpuGridCode, GpuRowCode, generate_grid, generate_rows, is_grid, launch, listing
 
 
 def _cp() -> Any:
@@ -64,8 +67,12 @@ def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
 NVRTC_OPTIONS = ("--fmad=false",)
 
 
-def _build(code: GpuKernelCode) -> Any:
+def _build(code: GpuKernelCode | GpuGridCode | GpuRowCode) -> Any:
     cp = _cp()
+    if isinstance(code, GpuGridCode | GpuRowCode):
+        module = cp.RawModule(code=code.source, options=("--std=c++14", *NVRTC_OPTIONS))
+        names = [code.name] + ([f"{code.name}_combine"] if getattr(code, "parts", 1) > 1 else [])
+        return {n: module.get_function(n) for n in names}
     if code.kind == "elementwise":
         return cp.ElementwiseKernel(code.in_params, code.out_params, code.operation, code.name,
                                     preamble=code.preamble, options=NVRTC_OPTIONS)
@@ -79,7 +86,7 @@ def _build(code: GpuKernelCode) -> Any:
 class GpuKernel:
     name: str
     body: Graph
-    code: GpuKernelCode | None = None
+    code: GpuKernelCode | GpuGridCode | GpuRowCode | None = None
     compiled: list[Any] = field(default_factory=list)
     reason: str = ""
     seconds: float = 0.0
@@ -87,6 +94,8 @@ class GpuKernel:
 
     @property
     def source(self) -> str:
+        if isinstance(self.code, GpuGridCode | GpuRowCode):
+            return listing(self.code)
         if self.code is not None:
             return self.code.source
         return f"// runs on the host reference interpreter: {self.reason}\n{self.body}\n"
@@ -107,7 +116,18 @@ class GpuKernel:
         cp, code = _cp(), self.code
         assert code is not None
         if not self.compiled:
-            self.compiled = [_build(code)] + ([_build(code.then)] if code.then else [])
+            then = getattr(code, "then", None)
+            self.compiled = [_build(code)] + ([_build(then)] if then else [])
+        if isinstance(code, GpuGridCode | GpuRowCode):
+            module = self.compiled[0]
+
+            def call(name: str, grid: tuple[int, ...], args: list[Any]) -> None:
+                module[name](grid, (THREADS,), tuple(args))
+
+            out = launch(code, [cp.ascontiguousarray(v) for v in vals], cp, call)
+            if isinstance(code, GpuRowCode) or code.then is None:
+                return out
+            return self._then(code.then, vals, out)
         args = [view(vals[a.param], a, code.shape) for a in code.accesses]
         if code.kind == "elementwise":
             out = cp.empty(code.shape, self.out_dtype)
@@ -116,9 +136,12 @@ class GpuKernel:
         reduced = self.compiled[0](*args, axis=code.axes)
         if code.then is None:
             return reduced
-        assert code.then is not None
-        more = [view(vals[a.param], a, code.then.shape) for a in code.then.accesses]
-        out = cp.empty(code.then.shape, self.out_dtype)
+        return self._then(code.then, vals, reduced)
+
+    def _then(self, then: GpuKernelCode, vals: Sequence[Any], reduced: Any) -> Any:
+        """An epilogue that reads inputs: the second, elementwise kernel."""
+        more = [view(vals[a.param], a, then.shape) for a in then.accesses]
+        out = _cp().empty(then.shape, self.out_dtype)
         self.compiled[1](reduced, *more, out)
         return out
 
@@ -159,10 +182,22 @@ def compile_kernel(node: Node, name: str) -> GpuKernel | GpuDotKernel:
             pass
     k = GpuKernel(name, body, out_dtype=dtypes.to_numpy(node.type.dtype))  # type: ignore[union-attr]
     try:
-        k.code = generate(plan_kernel(body), body.name.replace("-", "_"))
+        k.code = kernel_code(body, body.name.replace("-", "_"))
     except PlanError as e:
         k.reason = str(e)
     return k
+
+
+def kernel_code(body: Graph, name: str) -> GpuKernelCode | GpuGridCode | GpuRowCode:
+    """A fused kernel's CUDA: CuPy's elementwise or reduction kernel where a block holds each
+    result's reduction, a grid reduction where it does not, a row kernel for several
+    reductions per row (reduce.py); PlanError when the body has none of these forms."""
+    plan = plan_any(body)
+    if isinstance(plan, RowPlan):
+        return generate_rows(plan, name)
+    if is_grid(plan):
+        return generate_grid(plan, name)
+    return generate(plan, name)
 
 
 def _dot(lhs: Any, rhs: Any, dimension_numbers: Any, preferred_element_type: str | None = None) -> Any:
@@ -201,7 +236,7 @@ class GpuInterpreter(Interpreter):
 
     def make_child(self, body: Graph, prefix: str) -> Any:
         """A split body of the map-reduce form runs as one generated CUDA kernel
-        (gpu_mapreduce.py); any other body on a child interpreter."""
+        (mapreduce.py); any other body on a child interpreter."""
         if body.name.startswith("split_"):
             fused = compile_body(body, prefix.rstrip("/").replace("/", "_") or body.name,
                                  GpuInterpreter)

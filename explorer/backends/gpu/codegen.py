@@ -8,18 +8,18 @@ division, becomes its post-map expression, and any other epilogue a second, smal
 ElementwiseKernel over the reduced result. Each way a kernel reads an input (an `Access`)
 is its own argument, passed as a broadcast view, so CuPy's indexing does the broadcasting.
 
-This module only writes text (no CuPy needed): tests check the text, gpu.py compiles it.
+This module only writes text (no CuPy needed): tests check the text, backend.py compiles it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import dtypes
-from ..ir.graph import Node
-from ..ir.ops import OPS
-from ..ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
-from .kernel_plan import (
+from ...ir import dtypes
+from ...ir.graph import Node
+from ...ir.ops import OPS
+from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
+from ..kernel_plan import (
     Access,
     KernelPlan,
     PlanError,
@@ -89,6 +89,16 @@ def identity(kind: str, d: str) -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return "-_inf()" if v < 0 else "_inf()"
+    return c_int(v, d)
+
+
+def c_int(v: int, d: str) -> str:
+    """An integer literal of element type `d` that C reads at that width (the i64 minimum and
+    unsigned 64-bit values need their suffixes)."""
+    if d in ("i64", "u64") or abs(v) >= 2**31:
+        if v == -(2**63):
+            return "(-9223372036854775807LL - 1)"
+        return f"{v}{'ULL' if d.startswith('u') else 'LL'}"
     return str(v)
 
 
@@ -178,6 +188,51 @@ class _Values:
                          for k, a in enumerate(self.accesses))
 
 
+def map_function(plan: KernelPlan, name: str) -> tuple[str, _Values]:
+    """The prologue of a reduction as `__device__ RT name_map(a0, a1, ...)`, one argument per
+    way an input is read (its `accesses`): the value the reduction folds at one point."""
+    red = plan.reduce
+    assert red is not None
+    pro = _Values(plan, plan.loop_shape)
+    pro.emit(plan.prologue)
+    value = pro.of(red.inputs[0])  # (first: it may be an input, read as an argument)
+    signature = ", ".join(f"{c_type(plan.body[plan.body.params[a.param]].dtype)} a{k}"
+                          for k, a in enumerate(pro.accesses))
+    func = (f"__device__ {c_type(red.dtype)} {name}_map({signature}) {{\n  "
+            + "\n  ".join(pro.lines) + f"\n  return {value};\n}}\n")
+    return func, pro
+
+
+def post_function(plan: KernelPlan, name: str) -> str | None:
+    """The epilogue as `__device__ OT name_post(RT r)` when it reads only the reduced value
+    and constants (mean's division); None when it reads an input (then `then_kernel`)."""
+    red = plan.reduce
+    assert red is not None
+    rt, epi = c_type(red.dtype), _Values(plan, plan.out_shape)
+    epi.lines.append(f"const {rt} v{red.id} = r;")
+    epi.emit(plan.epilogue)
+    if epi.accesses:
+        return None
+    return (f"__device__ {c_type(plan.output.dtype)} {name}_post({rt} r) {{\n  "
+            + "\n  ".join(epi.lines) + f"\n  return {epi.of(plan.output.id)};\n}}\n")
+
+
+def then_kernel(plan: KernelPlan, name: str) -> GpuKernelCode:
+    """An epilogue that reads inputs: a second elementwise kernel over the reduced result
+    (its first argument `r`) and those inputs."""
+    red = plan.reduce
+    assert red is not None
+    then = _Values(plan, plan.out_shape)
+    then.lines.append(f"const {c_type(red.dtype)} v{red.id} = r;")
+    then.emit(plan.epilogue)
+    then.lines.append(f"out0 = {then.of(plan.output.id)};")
+    return GpuKernelCode("elementwise", f"{name}_epilogue",
+                         f"{cupy_type(red.dtype)} r" + (", " + then.params() if then.params() else ""),
+                         f"{cupy_type(plan.output.dtype)} out0",
+                         operation="\n".join(then.lines) + "\n", accesses=then.accesses,
+                         shape=plan.out_shape)
+
+
 def generate(plan: KernelPlan, name: str) -> GpuKernelCode:
     out_t = plan.output.dtype
     if plan.reduce is None:
@@ -189,37 +244,20 @@ def generate(plan: KernelPlan, name: str) -> GpuKernelCode:
                              shape=plan.out_shape)
     red = plan.reduce
     kind = combine_of(red)
-    pro = _Values(plan, plan.loop_shape)
-    pro.emit(plan.prologue)
+    func, pro = map_function(plan, name)
     args = [f"a{k}" for k in range(len(pro.accesses))]
-    signature = ", ".join(f"{c_type(plan.body[plan.body.params[a.param]].dtype)} a{k}"
-                          for k, a in enumerate(pro.accesses))
     rt = c_type(red.dtype)
-    func = (f"__device__ {rt} {name}_map({signature}) {{\n  " + "\n  ".join(pro.lines)
-            + f"\n  return {pro.of(red.inputs[0])};\n}}\n")
     code = GpuKernelCode("reduction", name, pro.params(), f"{cupy_type(out_t)} out0",
                          map_expr=f"{name}_map({', '.join(args)})", reduce_expr=REDUCE_EXPR[kind],
                          identity=identity(kind, red.dtype), reduce_type=rt,
                          axes=plan.reduced_axes, preamble=PREAMBLE + func,
                          accesses=pro.accesses, shape=plan.loop_shape)
-    epi = _Values(plan, plan.out_shape)
-    epi.lines.append(f"const {rt} v{red.id} = r;")
-    epi.emit(plan.epilogue)
-    if not epi.accesses:  # reads only the reduced value and constants: the post-map
-        epi.lines[0] = f"const {rt} v{red.id} = r;"
-        ot = c_type(out_t)
-        code.preamble += (f"__device__ {ot} {name}_post({rt} r) {{\n  " + "\n  ".join(epi.lines)
-                          + f"\n  return {epi.of(plan.output.id)};\n}}\n")
+    post = post_function(plan, name)
+    if post is not None:
+        code.preamble += post
         code.post_map_expr = f"out0 = {name}_post(a)"
         return code
     code.out_params = f"{cupy_type(red.dtype)} out0"
     code.post_map_expr = "out0 = a"
-    then = _Values(plan, plan.out_shape)
-    then.lines.append(f"const {rt} v{red.id} = r;")
-    then.emit(plan.epilogue)
-    then.lines.append(f"out0 = {then.of(plan.output.id)};")
-    code.then = GpuKernelCode("elementwise", f"{name}_epilogue",
-                              f"{cupy_type(red.dtype)} r" + (", " + then.params() if then.params() else ""),
-                              f"{cupy_type(out_t)} out0", operation="\n".join(then.lines) + "\n",
-                              accesses=then.accesses, shape=plan.out_shape)
+    code.then = then_kernel(plan, name)
     return code

@@ -1,0 +1,356 @@
+"""Reductions in generated CUDA that no single block holds: two-stage grid reductions and
+row kernels, as `cupy.RawModule` source.
+
+A fused kernel whose reduction folds more than one block's worth of elements per result (a
+full `mean(x**2*3+y)` over 8192^2, a row sum of 10^5 columns) becomes a grid reduction
+(`generate_grid`). Stage one: each of `parts` blocks per result walks a grid-stride span of
+the folded elements, computes the kernel's prologue at each (the same `__device__` map
+function the small-reduction form uses), folds in a register, then across the block with
+warp shuffles and one shared-memory round (`_block_reduce`). With one block per result it
+writes the result (through the epilogue's post function) directly; otherwise the block's
+partial, and stage two (`<name>_combine`, one block per result) folds the partials in a
+fixed order and finishes. Partials are combined by a second pass rather than atomics, so a
+result does not depend on block scheduling.
+
+A row kernel (kernel_plan.RowPlan: softmax, log-softmax, layer norm, cross-entropy; several
+reductions per row) becomes one block per row (`generate_rows`): per round of reductions the
+block's threads stride over the row's columns folding their accumulators, reduce them across
+the block (every thread receives the results), compute the per-row values that follow, and a
+last strided pass writes the output.
+
+Accumulators are those of every generated kernel (kernel_plan.accumulation: float sums in
+double). Shapes are literals; inputs are C-contiguous device arrays, one per body parameter,
+each read at an element offset computed from the iteration indices.
+
+This module only writes text (no CuPy needed): tests/backends/cuda_host.py runs the kernels
+on the host, threads as threads, with barriers standing in for `__syncthreads` and shuffles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...ir import dtypes
+from ...ir.graph import Graph, Node
+from ..kernel_plan import Access, KernelPlan, RowPlan, accumulation, row_access
+from .codegen import (
+    PREAMBLE,
+    GpuKernelCode,
+    _expr,
+    c_type,
+    identity,
+    literal,
+    map_function,
+    post_function,
+    then_kernel,
+)
+
+THREADS = 256  # threads per block (a multiple of the warp's 32)
+MAX_BLOCKS = 1024  # blocks of a grid reduction's first stage, over all results
+PER_THREAD = 8  # elements a first-stage thread folds, at least, before more blocks are added
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension (results beyond it: grid-stride)
+
+# Folding across a block: each warp by shuffles, then warp 0 over the warps' results, which
+# every thread then reads from shared memory. The leading barrier lets a later call reuse
+# `part`.
+BLOCK_REDUCE = "".join(
+    f"struct _op_{k} {{ template <typename T> __device__ T operator()(T a, T b) const "
+    f"{{ return {e}; }} }};\n"
+    for k, e in (("add", "a + b"), ("mul", "a * b"), ("max", "_max(a, b)"), ("min", "_min(a, b)"),
+                 ("and", "a & b"), ("or", "a | b"))) + """\
+template <typename T, typename Op> __device__ T _warp_reduce(T v, Op op) {
+  for (int d = 16; d > 0; d >>= 1) v = op(v, (T)__shfl_down_sync(0xffffffffu, v, d));
+  return v;
+}
+template <typename T, typename Op> __device__ T _block_reduce(T v, Op op, T ident) {
+  __shared__ T part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = _warp_reduce(v, op);
+  __syncthreads();
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < (int)(blockDim.x >> 5) ? part[lane] : ident;
+    v = _warp_reduce(v, op);
+    if (lane == 0) part[0] = v;
+  }
+  __syncthreads();
+  return part[0];
+}
+"""
+
+
+@dataclass(frozen=True)
+class GpuGridCode:
+    """A grid reduction: kernel `name` (grid `parts` x results) and, when `parts` > 1,
+    `name`_combine (one block per result). Arguments: the body's parameters, C-contiguous,
+    in order, then the partials (`parts` per result, of `acc_type`) and the output (of
+    `out_type`, the reduced value's when `then` runs the epilogue after)."""
+
+    name: str
+    source: str
+    results: int
+    size: int  # elements folded into each result
+    parts: int
+    acc_type: str  # element types (ir/dtypes)
+    out_type: str
+    out_shape: tuple[int, ...]
+    then: GpuKernelCode | None = None
+    kind: str = "grid"
+
+
+@dataclass(frozen=True)
+class GpuRowCode:
+    """A row kernel: kernel `name`, one block per row (grid-stride over `rows`); arguments:
+    the body's parameters, C-contiguous, in order, then the output."""
+
+    name: str
+    source: str
+    rows: int
+    out_type: str
+    out_shape: tuple[int, ...]
+    kind: str = "rows"
+
+
+def blocks_per_result(results: int, size: int) -> int:
+    """Blocks that share each result's elements: enough that every thread folds about
+    PER_THREAD or more, and at most MAX_BLOCKS over all results."""
+    return max(1, min(math.ceil(size / (THREADS * PER_THREAD)), MAX_BLOCKS // max(results, 1)))
+
+
+def is_grid(plan: KernelPlan) -> bool:
+    """Whether a one-reduction kernel folds more than one block's worth per result."""
+    return plan.reduce is not None and \
+        math.prod(plan.loop_shape[a] for a in plan.reduced_axes) > THREADS
+
+
+def _unflatten(flat: str, dims: Sequence[int], shape: Sequence[int]) -> list[str]:
+    """`const long i<d> = ...;` for iteration dimensions `dims`, from their C-order flat
+    index `flat`."""
+    lines = []
+    for k, d in enumerate(dims):
+        after = math.prod(shape[e] for e in dims[k + 1:])
+        expr = flat if after == 1 else f"({flat} / {after}L)"
+        if k:
+            expr = f"{expr} % {shape[d]}L"
+        lines.append(f"const long i{d} = {expr};")
+    return lines
+
+
+def _coefficients(a: Access, param_shape: Sequence[int]) -> dict[int, int]:
+    """Per iteration dimension, how far access `a`'s element offset moves per step."""
+    out: dict[int, int] = {}
+    for k, d in enumerate(a.index):
+        if d is not None and param_shape[k] != 1:
+            out[d] = out.get(d, 0) + math.prod(param_shape[k + 1:])
+    return out
+
+
+def _offset(coef: dict[int, int], dims: Sequence[int], shape: Sequence[int], flat: str) -> str:
+    """The part of an offset that dimensions `dims` contribute: `flat * c` when it is a
+    multiple of their C-order flat index, else a sum over their index variables."""
+    used = [d for d in dims if coef.get(d, 0)]
+    if not used:
+        return "0"
+    ratios = {coef.get(d, 0) / math.prod(shape[e] for e in dims[k + 1:]) for k, d in enumerate(dims)}
+    if len(ratios) == 1:
+        (c,) = ratios
+        if c == int(c):
+            return flat if c == 1 else f"{flat} * {int(c)}L"
+    return " + ".join(f"i{d}" if coef[d] == 1 else f"i{d} * {coef[d]}L" for d in used)
+
+
+def _params(body: Graph) -> list[str]:
+    """The kernel's input parameters: one C-contiguous array per body parameter."""
+    return [f"const {c_type(body[p].dtype)}* __restrict__ in{k}" for k, p in enumerate(body.params)]
+
+
+def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
+    red = plan.reduce
+    assert red is not None
+    body, shape = plan.body, plan.loop_shape
+    reduced = list(plan.reduced_axes)
+    kept = [d for d in range(len(shape)) if d not in reduced]
+    results, size = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in reduced)
+    parts = blocks_per_result(results, size)
+    kind, acc = accumulation(red)
+    at, ident = c_type(acc), identity(kind, acc)
+    func, pro = map_function(plan, name)
+    post = post_function(plan, name)
+    then = None if post is not None else then_kernel(plan, name)
+    out_type = plan.output.dtype if post is not None else red.dtype
+    finish = (f"{name}_post(({c_type(red.dtype)}){{}})" if post is not None
+              else f"({c_type(red.dtype)}){{}}")
+    reads, bases = [], []
+    for k, a in enumerate(pro.accesses):
+        coef = _coefficients(a, body[body.params[a.param]].shape)
+        bases.append(f"const long b{k} = {_offset(coef, kept, shape, 'o')};")
+        reads.append(f"in{a.param}[b{k} + {_offset(coef, reduced, shape, 'r')}]")
+    op = f"_op_{kind}()"
+    ins = _params(body)
+    lines = [PREAMBLE + BLOCK_REDUCE + func + (post or ""),
+             f'extern "C" __global__ void {name}({", ".join(ins)}, {at}* __restrict__ part, '
+             f"{c_type(out_type)}* __restrict__ out) {{",
+             f"  for (long o = blockIdx.y; o < {results}L; o += gridDim.y) {{",
+             *("    " + x for x in _unflatten("o", kept, shape)),
+             *("    " + x for x in bases),
+             f"    {at} acc = {ident};",
+             f"    for (long r = (long)blockIdx.x * blockDim.x + threadIdx.x; r < {size}L; "
+             f"r += (long){parts} * blockDim.x) {{",
+             *("      " + x for x in _unflatten("r", reduced, shape)),
+             f"      acc = {op}(acc, ({at}){name}_map({', '.join(reads)}));",
+             "    }",
+             f"    acc = _block_reduce(acc, {op}, ({at}){ident});",
+             "    if (threadIdx.x == 0) "
+             + (f"out[o] = {finish.format('acc')};" if parts == 1
+                else f"part[o * {parts} + blockIdx.x] = acc;"),
+             "  }", "}"]
+    if parts > 1:
+        lines += [f'extern "C" __global__ void {name}_combine(const {at}* __restrict__ part, '
+                  f"{c_type(out_type)}* __restrict__ out) {{",
+                  f"  for (long o = blockIdx.x; o < {results}L; o += gridDim.x) {{",
+                  f"    {at} acc = {ident};",
+                  f"    for (int p = threadIdx.x; p < {parts}; p += blockDim.x) "
+                  f"acc = {op}(acc, part[o * {parts} + p]);",
+                  f"    acc = _block_reduce(acc, {op}, ({at}){ident});",
+                  f"    if (threadIdx.x == 0) out[o] = {finish.format('acc')};",
+                  "  }", "}"]
+    return GpuGridCode(name, "\n".join(lines) + "\n", results, size, parts, acc, out_type,
+                       plan.out_shape, then)
+
+
+def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
+    body, shape, rows = plan.body, plan.shape, plan.rows
+    rank, folds = len(shape), {r.id for r in plan.reductions}
+    nrows, ncols = math.prod(shape[:rows]), math.prod(shape[rows:])
+    row_dims, col_dims = list(range(rows)), list(range(rows, rank))
+    for n in body.nodes:
+        c_type(n.dtype)
+        if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in folds:
+            _expr(n)
+    lines: list[str] = []
+
+    def w(line: str, depth: int) -> None:
+        lines.append("  " * depth + line)
+
+    def read(a: Access) -> str:
+        coef = _coefficients(a, body[body.params[a.param]].shape)
+        row = _offset(coef, row_dims, shape, "o")
+        col = _offset(coef, col_dims, shape, "c")
+        return f"in{a.param}[{' + '.join(x for x in (row, col) if x != '0') or '0'}]"
+
+    def value(i: int) -> str:
+        n = body[i]
+        if n.op == "parameter":
+            return read(row_access(n, shape, rows, body.params.index(i)))
+        if n.op == "broadcast_in_dim" and body[n.inputs[0]].op == "parameter":
+            src = body[n.inputs[0]]
+            return read(row_access(src, shape, rows, body.params.index(src.id),
+                                   tuple(n.attrs["broadcast_dimensions"])))
+        return f"v{i}"
+
+    def emit(n: Node, depth: int) -> None:
+        t = c_type(n.dtype)
+        if n.op == "parameter" or (n.op == "broadcast_in_dim"
+                                   and body[n.inputs[0]].op == "parameter"):
+            return
+        if n.op == "constant":
+            w(f"const {t} v{n.id} = {literal(n)};", depth)
+        elif n.op == "broadcast_in_dim":
+            w(f"const {t} v{n.id} = v{n.inputs[0]};", depth)
+        else:
+            w(f"const {t} v{n.id} = ({t})({_expr(n)([value(i) for i in n.inputs], n)});", depth)
+
+    cone = plan.cone
+
+    def columns(need: set[int], depth: int) -> None:
+        w(f"for (long c = threadIdx.x; c < {ncols}L; c += blockDim.x) {{", depth)
+        for x in _unflatten("c", col_dims, shape):
+            w(x, depth + 1)
+        for n in body.nodes:
+            if n.id in need:
+                emit(n, depth + 1)
+
+    done: set[int] = set()
+
+    def row_values(depth: int) -> None:
+        for n in body.nodes:
+            if n.id in plan.row_level and n.id not in done and n.id not in folds \
+                    and all(i in done or body[i].op == "parameter" for i in n.inputs):
+                emit(n, depth)
+                done.add(n.id)
+
+    ins = _params(body)
+    out = plan.output
+    w(f'extern "C" __global__ void {name}({", ".join(ins)}, '
+      f"{c_type(out.dtype)}* __restrict__ out) {{", 0)
+    w(f"for (long o = blockIdx.x; o < {nrows}L; o += gridDim.x) {{", 1)
+    for x in _unflatten("o", row_dims, shape):
+        w(x, 2)
+    row_values(2)
+    for this_pass in plan.passes:
+        accs = [(r, *accumulation(r)) for r in this_pass]
+        for r, kind, acc in accs:
+            w(f"{c_type(acc)} a{r.id} = {identity(kind, acc)};", 2)
+        columns(cone([r.inputs[0] for r in this_pass]), 2)
+        for r, kind, acc in accs:
+            w(f"a{r.id} = _op_{kind}()(a{r.id}, ({c_type(acc)}){value(r.inputs[0])});", 3)
+        w("}", 2)
+        for r, kind, acc in accs:
+            w(f"a{r.id} = _block_reduce(a{r.id}, _op_{kind}(), "
+              f"({c_type(acc)}){identity(kind, acc)});", 2)
+            w(f"const {c_type(r.dtype)} v{r.id} = ({c_type(r.dtype)})a{r.id};", 2)
+            done.add(r.id)
+        row_values(2)
+    if out.id in plan.row_level:
+        w(f"if (threadIdx.x == 0) out[o] = {value(out.id)};", 2)
+    else:
+        columns(cone([out.id]), 2)
+        w(f"out[o * {ncols}L + c] = {value(out.id)};", 3)
+        w("}", 2)
+    w("}", 1)
+    w("}", 0)
+    return GpuRowCode(name, PREAMBLE + BLOCK_REDUCE + "\n".join(lines) + "\n", nrows, out.dtype,
+                      out.shape)
+
+
+def launch(code: GpuGridCode | GpuRowCode, ins: Sequence[Any], xp: Any,
+           call: Callable[[str, tuple[int, ...], list[Any]], None]) -> Any:
+    """Run `code` on inputs `ins` (the body's parameters, C-contiguous arrays of module
+    `xp`): `call(kernel name, grid, arguments)` launches one kernel of THREADS-thread
+    blocks (CuPy's RawModule on a GPU; tests/backends/cuda_host.py on the host). Returns the
+    output (the reduced value, for a grid reduction whose epilogue runs after as `then`)."""
+    out = xp.empty(code.out_shape, dtypes.to_numpy(code.out_type))
+    if isinstance(code, GpuRowCode):
+        if code.rows:
+            call(code.name, (min(code.rows, MAX_GRID_Y),), [*ins, out])
+        return out
+    if not code.results:
+        return out
+    part = xp.empty(code.results * code.parts if code.parts > 1 else 1,
+                    dtypes.to_numpy(code.acc_type))
+    call(code.name, (code.parts, min(code.results, MAX_GRID_Y)), [*ins, part, out])
+    if code.parts > 1:
+        call(f"{code.name}_combine", (min(code.results, MAX_GRID_Y),), [part, out])
+    return out
+
+
+def listing(code: GpuGridCode | GpuRowCode) -> str:
+    """The source as the kernels tab lists it: how it launches, then the CUDA."""
+    if isinstance(code, GpuRowCode):
+        head = (f"// cupy.RawModule: {code.name}<<<min({code.rows}, {MAX_GRID_Y}), {THREADS}>>>, "
+                f"one block per row of {code.rows}\n")
+    else:
+        head = (f"// cupy.RawModule: {code.name}<<<({code.parts}, min({code.results}, "
+                f"{MAX_GRID_Y})), {THREADS}>>>: {code.parts} block(s) per result, each folding "
+                f"a grid-stride span of its {code.size} elements")
+        head += (f"; then {code.name}_combine<<<min({code.results}, {MAX_GRID_Y}), {THREADS}>>> "
+                 f"folds the {code.parts} partials of each result\n" if code.parts > 1 else "\n")
+    text = head + code.source
+    if isinstance(code, GpuGridCode) and code.then is not None:
+        text += "\n// then\n" + code.then.source
+    return text
+
