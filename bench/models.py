@@ -6,9 +6,14 @@ against `jax.jit` of the same function on the same arguments, every ratio within
     python -m bench.models --write    # also replace the "models" section of bench/RESULTS.md
 
 `jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
-A timing is the median of `--repeats` calls after a warm-up (compilation excluded), each
-call as a user makes it: host (NumPy) arguments in, results back as arrays (results that are
-jax arrays, `jax.jit`'s and the jax backend's, are waited for with block_until_ready).
+Each program runs in a fresh Python process (`compare` says why): jax.jit and the XLA
+columns alternate, 3 rounds (1 with --quick) of a block of timed calls each (0.1 s worth,
+at least 5) after an untimed one, the order rotating; then the CPU backend, 3 blocks, against jax.jit's median
+from before it ran; a ratio is a median over jax.jit's median. "jax.jit after cpu" is
+jax.jit's time in the same process after the CPU backend's calls, over its time before:
+what a comparison in one notebook kernel would see. Each call is made as a user makes it: host
+(NumPy) arguments in, results back as arrays (results that are jax arrays, `jax.jit`'s and
+the jax backend's, are waited for with block_until_ready).
 "traced" is `gx.compile(..., pipeline=[])`: the traced graph as it is, no pass run. The
 dispatch table runs the test zoo's programs (tests/zoo.py) at their own small sizes, where a
 call's overhead is what is measured.
@@ -18,10 +23,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -157,14 +165,33 @@ def models() -> dict[str, Program]:
 
 # ---------------------------------------------------------------- timing
 
-def _median_call(fn: Callable[[], Any], repeats: int) -> float:
-    registry.warm_up(fn, 2)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def interleaved(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
+    """Seconds of each call, in `rounds` rounds; in each round every callable runs a block
+    of BLOCK timed calls after an untimed one, the order rotating from round to round, so
+    that a ratio of two compares them in the same minutes of the machine's load."""
+    for fn in calls.values():
+        registry.warm_up(fn, 2)
+    names = list(calls)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    block = {k: _block(calls[k]) for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            calls[k]()  # untimed: a vCPU woken, the other's caches
+            for _ in range(block[k]):
+                t0 = time.perf_counter()
+                calls[k]()
+                times[k].append(time.perf_counter() - t0)
+    return times
+
+
+BLOCK = 0.1  # seconds of timed calls in a block (at least 5 calls)
+
+
+def _block(call: Callable[[], Any]) -> int:
+    """How many calls make a block: BLOCK seconds' worth, at least 5."""
+    t0 = time.perf_counter()
+    call()
+    return max(5, min(5000, int(BLOCK / max(time.perf_counter() - t0, 1e-7))))
 
 
 def _close(got: Any, want: Any) -> bool:
@@ -181,9 +208,15 @@ def _close(got: Any, want: Any) -> bool:
 
 def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
             columns: list[tuple[str, str, list[str] | None]]) -> dict[str, float | str]:
-    """Seconds of jax.jit and of each column's gx.compile, plus whether each matched. A
-    program with non-array leaves (an equinox module's activation) is jitted as equinox users
-    do, with equinox.filter_jit."""
+    """jax.jit's seconds, each column's gx.compile as a ratio to them (or why it has none),
+    and "jax.jit after cpu": jax.jit's time after the CPU backend's calls over its time
+    before them. Meant for a fresh process (`main` runs each program in one): the XLA
+    columns alternate with jax.jit first; the CPU backend runs last, against the jax.jit
+    times from before it ran, because once it has run, jax.jit in the same process is slower
+    (GPT loss 7.8 -> 11.7 ms on this 2-core VM, for seconds after; not with
+    OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which NumPy's matmul wakes). A program with
+    non-array leaves (an equinox module's activation) is jitted as equinox users do, with
+    equinox.filter_jit."""
     jitted = jax.jit(fn)
     try:
         want = jax.block_until_ready(jitted(*args))
@@ -192,21 +225,42 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
 
         jitted = eqx.filter_jit(fn)
         want = jax.block_until_ready(jitted(*args))
-    out: dict[str, float | str] = {"jax.jit": _median_call(
-        lambda: jax.block_until_ready(jitted(*args)), repeats)}
+    calls = {"jax.jit": lambda: jax.block_until_ready(jitted(*args))}
+    out: dict[str, float | str] = {}
+    cpu = []
     for label, backend, pipeline in columns:
         compiled = gx.compile(fn, backend=backend, pipeline=pipeline)
-        try:
-            got = compiled(*args)
-        except Exception as e:  # noqa: BLE001  (a failure is a figure too)
-            out[label] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        if backend == "cpu":
+            cpu.append((label, compiled))
             continue
-        if not _close(got, want):
-            out[label] = "MISMATCH"
+        if (why := _check(compiled, args, want)) is not None:
+            out[label] = why
             continue
         # the jax backend gives jax arrays, dispatched asynchronously as jax.jit's are
-        out[label] = _median_call(lambda c=compiled: jax.block_until_ready(c(*args)), repeats)
+        calls[label] = lambda c=compiled: jax.block_until_ready(c(*args))
+    times = interleaved(calls, repeats)
+    jit = statistics.median(times["jax.jit"])
+    out["jax.jit"] = jit
+    for label in list(calls)[1:]:
+        out[label] = statistics.median(times[label]) / jit
+    for label, compiled in cpu:
+        if (why := _check(compiled, args, want)) is not None:
+            out[label] = why
+            continue
+        out[label] = statistics.median(
+            interleaved({label: lambda c=compiled: c(*args)}, repeats)[label]) / jit
+        after = interleaved({"jax.jit": calls["jax.jit"]}, repeats)["jax.jit"]
+        out["jax.jit after cpu"] = statistics.median(after) / jit
     return out
+
+
+def _check(compiled: Any, args: tuple[Any, ...], want: Any) -> str | None:
+    """Why a compiled callable has no time: it failed, or its result is not jax.jit's."""
+    try:
+        got = compiled(*args)
+    except Exception as e:  # noqa: BLE001  (a failure is a figure too)
+        return f"error: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+    return None if _close(got, want) else "MISMATCH"
 
 
 COLUMNS = [("cpu", "cpu", None), ("jax", "jax", None), ("jax traced", "jax", [])]
@@ -214,19 +268,20 @@ COLUMNS = [("cpu", "cpu", None), ("jax", "jax", None), ("jax traced", "jax", [])
 
 def _ratio(row: dict[str, float | str], label: str) -> float | None:
     v = row.get(label)
-    return v / row["jax.jit"] if isinstance(v, float) else None  # type: ignore[operator]
+    return v if isinstance(v, float) else None
 
 
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
-def table(programs: dict[str, Program], repeats: int, title: str) -> list[str]:
-    lines = [f"| {title} | jax.jit | " + " | ".join(f"{c} / jax.jit" for c, _, _ in COLUMNS) + " |",
-             "|---|---|" + "---|" * len(COLUMNS)]
+def table(table_name: str, programs: dict[str, Program], repeats: int, title: str) -> list[str]:
+    """The table of `programs` (`table_name`'s), each measured in a fresh process."""
+    lines = [f"| {title} | jax.jit | " + " | ".join(f"{c} / jax.jit" for c, _, _ in COLUMNS)
+             + " | jax.jit after cpu |", "|---|---|" + "---|" * (len(COLUMNS) + 1)]
     ratios: dict[str, list[float]] = {c: [] for c, _, _ in COLUMNS}
-    for name, (fn, args) in programs.items():
-        row = compare(fn, args, repeats, COLUMNS)
+    for name in programs:
+        row = _in_fresh_process(table_name, name, repeats)
         cells = []
         for c, _, _ in COLUMNS:
             r = _ratio(row, c)
@@ -235,13 +290,16 @@ def table(programs: dict[str, Program], repeats: int, title: str) -> list[str]:
             else:
                 ratios[c].append(r)
                 cells.append(f"{r:.2f}")
+        after = row.get("jax.jit after cpu")
+        cells.append(f"{after:.2f}" if isinstance(after, float) else "")
         line = f"| {name} | {_fmt(row['jax.jit'])} | " + " | ".join(cells) + " |"
         print(line, flush=True)
         lines.append(line)
     geo = {c: _geomean(v) for c, v in ratios.items()}
     worst = {c: max(v) if v else float("nan") for c, v in ratios.items()}
-    lines.append("| **geometric mean** | | " + " | ".join(f"**{geo[c]:.2f}**" for c, _, _ in COLUMNS) + " |")
-    lines.append("| worst | | " + " | ".join(f"{worst[c]:.2f}" for c, _, _ in COLUMNS) + " |")
+    lines.append("| **geometric mean** | | " + " | ".join(f"**{geo[c]:.2f}**" for c, _, _ in COLUMNS)
+                 + " | |")
+    lines.append("| worst | | " + " | ".join(f"{worst[c]:.2f}" for c, _, _ in COLUMNS) + " | |")
     print("\n".join(lines[-2:]), flush=True)
     return lines
 
@@ -258,21 +316,43 @@ def dispatch_programs() -> dict[str, Program]:
     return zoo()
 
 
+TABLES: dict[str, Callable[[], dict[str, Program]]] = {}
+
+
+def _in_fresh_process(table_name: str, name: str, repeats: int) -> dict[str, float | str]:
+    """`compare` on one program, in a new Python process (nothing another program or
+    backend ran is left in it)."""
+    done = subprocess.run([sys.executable, "-m", "bench.models", "--one", table_name, name,
+                           str(repeats)], capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent)
+    if done.returncode:
+        return {"jax.jit": f"error: {done.stderr.strip().splitlines()[-1][:80]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="3 repeats instead of 9")
+    ap.add_argument("--quick", action="store_true", help="1 round instead of 3")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     ap.add_argument("--only", choices=["models", "dispatch"], default=None)
+    ap.add_argument("--one", nargs=3, metavar=("TABLE", "PROGRAM", "ROUNDS"),
+                    help="(internal) one program's row as JSON, in this process")
     ns = ap.parse_args()
-    repeats = 3 if ns.quick else 9
+    TABLES.update(models=models, dispatch=dispatch_programs)
+    if ns.one:
+        fn, args = TABLES[ns.one[0]]()[ns.one[1]]
+        print(json.dumps(compare(fn, args, int(ns.one[2]), COLUMNS)), flush=True)
+        return
+    repeats = 1 if ns.quick else 3
     head = (f"{datetime.date.today()}, {platform.processor() or platform.machine()}, "
             f"{_cpu_name()}, jax {jax.__version__}")
     print(head, flush=True)
-    lines = [f"Measured {head}; medians of {repeats} calls.", ""]
+    lines = [f"Measured {head}; each program in a fresh process, {repeats} rounds of "
+             f"{BLOCK} s blocks of calls; medians (the module's docstring says how).", ""]
     if ns.only in (None, "models"):
-        lines += table(models(), repeats, "model (realistic size)") + [""]
+        lines += table("models", models(), repeats, "model (realistic size)") + [""]
     if ns.only in (None, "dispatch"):
-        lines += table(dispatch_programs(), max(repeats, 21), "zoo program (dispatch size)")
+        lines += table("dispatch", dispatch_programs(), repeats, "zoo program (dispatch size)")
     if ns.write:
         _write(lines)
 

@@ -30,7 +30,8 @@ def compilation(name: str) -> XlaCompilation:
 def test_every_dump_file_parses(name: str) -> None:
     dumps = compilation(name).dumps
     assert dumps[0].pass_name == "before-optimizations"
-    assert dumps[-1].pass_name == "cpu-after-optimizations"
+    # (the last dump is named for the platform the compilation ran on, as JAX names it)
+    assert dumps[-1].pass_name == f"{jax.devices('cpu')[0].platform}-after-optimizations"
     assert len(dumps) > 10  # XLA dumps at every pipeline's start, and after every change
     for d in dumps:
         check_imported(gx.from_hlo(d.text))
@@ -76,7 +77,8 @@ def test_fusions_are_kernels_and_ids_are_stable() -> None:
     fn, args = SEEDS["mean_square"]
     trace = gx.xla_pipeline(fn, *args)
     assert "kernel" not in trace.stages[0].graph.ops()
-    fusion = trace.stage("hlo-passes-after-layout-assignment.fusion")
+    # the stage after XLA's fusion pass, by the pass's name (its pipeline's name is XLA's)
+    (fusion,) = [s for s in trace.stages if s.name.split("#")[0].endswith(".fusion")]
     (kernel,) = [n for n in fusion.graph.nodes if n.op == "kernel"]
     assert kernel.attrs["kind"] == "kLoop"
     assert {"mul", "add", "reduce_sum"} <= set(kernel.attrs["body"].ops())

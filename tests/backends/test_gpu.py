@@ -147,3 +147,16 @@ def test_wide_reductions_match_the_reference_on_gpu(name: str) -> None:
     assert_outputs_close([want], [got.value], name)
     assert not any("host reference interpreter" in k.source for k in got.kernels), name
     assert any("cupy.RawModule" in k.source for k in got.kernels), name
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", list(__import__("tests.zoo", fromlist=["zoo"]).zoo()))
+def test_the_zoo_runs_as_one_generated_program_on_gpu(name: str) -> None:
+    from tests.zoo import zoo
+
+    fn, args = zoo()[name]
+    t = gx.explore(fn, *args)
+    want = jax.tree_util.tree_leaves(t.run(backend="reference").value)
+    got = t.run(backend="gpu")
+    assert_outputs_close(want, jax.tree_util.tree_leaves(got.value), name)
+    assert got.program is not None and "GPU backend" in got.program

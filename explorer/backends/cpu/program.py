@@ -130,9 +130,13 @@ class _Writer:
         assert isinstance(t, TensorType)
         key = f"as_{t.dtype}"
         if key not in self.ns:
-            self.ns[key] = runtime.caster(t.dtype)
+            self.ns[key] = self.caster(t.dtype)
             self.taken.add(key)
         return key
+
+    def caster(self, dtype: str) -> Callable[[Any], Any]:
+        """The function that gives a value element type `dtype` (an ndarray of it)."""
+        return runtime.caster(dtype)
 
     # ---- functions
 
@@ -285,6 +289,11 @@ class _Writer:
     def module(self) -> str:
         return "\n\n".join("\n".join(f) for f in self.functions) + "\n"
 
+    def header(self, graph: Graph) -> str:
+        """The module's docstring: what its names are, and what it leaves to others."""
+        return HEADER.format(name=graph.name, matmul=dots.what(self.ns["matmul"]),
+                             notes="".join(f"\n{x}." for x in self.notes))
+
 
 def _runner(interp: Any) -> Callable[[list[Any]], Any]:
     """Runs a one-node interpreter on the node's inputs (each distinct input once)."""
@@ -305,15 +314,21 @@ element type T (free when the value has it), each value is deleted after its las
 '''
 
 
-def generate(graph: Graph, make_interpreter: Callable[[Graph], Any]) -> Program:
+def generate(graph: Graph, make_interpreter: Callable[[Graph], Any],
+             writer: Callable[[_Writer | None], _Writer] | None = None) -> Program:
     """The program of `graph`; `make_interpreter(g)` makes the interpreter that runs a node
-    the generator leaves to it."""
-    w = _Writer(make_interpreter, dots.matmul_for(graph))
+    the generator leaves to it; `writer(reuse)` makes the writer (a subclass of _Writer for
+    another target: gpu/program.py), given the first walk's for the measured twin."""
+    if writer is None:
+        matmul = dots.matmul_for(graph)
+
+        def writer(reuse: _Writer | None) -> _Writer:
+            return _Writer(make_interpreter, matmul, reuse)
+
+    w = writer(None)
     w.function(graph, ENTRY, "")
-    shown = HEADER.format(name=graph.name, matmul=dots.what(w.ns["matmul"]),
-                          notes="".join(f"\n{x}." for x in w.notes)) \
-        + "\n" + w.module()
-    m = _Writer(make_interpreter, w.ns["matmul"], reuse=w)  # the measured twin: same walk, with the hook
+    shown = w.header(graph) + "\n" + w.module()
+    m = writer(w)  # the measured twin: same walk, with the hook
     m.function(graph, MEASURED, "", measured=True)
     text = shown + "\n\n" + m.module()
     try:

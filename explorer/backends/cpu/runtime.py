@@ -21,15 +21,16 @@ from ...ir.graph import TensorType, TupleType, Type
 Body = Callable[..., list[Any]]
 
 
-def caster(dtype: str) -> Callable[[Any], np.ndarray]:
-    """`as_f32(x)`: x as an ndarray of that element type; free when it already is one (a
-    NumPy scalar from a 0-d op, or a Python number, becomes a 0-d array)."""
-    want = dtypes.to_numpy(dtype)
+def caster(dtype: str, xp: Any = np) -> Callable[[Any], np.ndarray]:
+    """`as_f32(x)`: x as an ndarray of array module `xp` (NumPy; CuPy in GPU programs) and
+    that element type; free when it already is one (a NumPy scalar from a 0-d op, or a
+    Python number, becomes a 0-d array)."""
+    want, array = dtypes.to_numpy(dtype), xp.ndarray
 
     def cast(x: Any) -> np.ndarray:
-        if type(x) is np.ndarray and x.dtype == want:
+        if type(x) is array and x.dtype == want:
             return x
-        return np.asarray(x, dtype=want)
+        return xp.asarray(x, dtype=want)
 
     cast.__name__ = f"as_{dtype}"
     return cast
@@ -53,11 +54,12 @@ def _elements(t: Type) -> tuple[TensorType, ...]:
 
 
 def run_scan(body: Body, vals: Sequence[Any], t: Type, length: int, reverse: bool,
-             num_consts: int, num_carry: int) -> Any:
+             num_consts: int, num_carry: int, empty: Callable[..., Any] = np.empty) -> Any:
     """Iteration i calls `body` on the constants, the carries and row i of each scanned
-    input, and writes row i of each stacked result."""
+    input, and writes row i of each stacked result (allocated by `empty`: CuPy's in GPU
+    programs)."""
     consts, carry, xs = scan_groups(vals, {"num_consts": num_consts, "num_carry": num_carry})
-    ys = [np.empty(e.shape, dtypes.to_numpy(e.dtype)) for e in _elements(t)[num_carry:]]
+    ys = [empty(e.shape, dtypes.to_numpy(e.dtype)) for e in _elements(t)[num_carry:]]
     for step in range(length):
         i = length - 1 - step if reverse else step
         outs = body(*consts, *carry, *(x[i] for x in xs))

@@ -1,8 +1,9 @@
-"""The GPU backend (CuPy): backend.py registers it as the "gpu" backend and runs a stage;
+"""The GPU backend (CuPy): backend.py registers it as the "gpu" backend and runs a stage as
+one generated program (program.py: the CPU backend's program writer, writing for the device);
 codegen.py writes fused kernels as CuPy kernel definitions, reduce.py the reductions that
 span more than one block as two-stage grid reductions and row kernels (softmax, layer norm)
 as one block per row, mapreduce.py split bodies as one RawKernel. The code generators only
 write text: they import and are tested without CuPy (tests/backends/cuda_host.py runs the
 RawKernels on the host)."""
 
-from .backend import GpuBackend, GpuInterpreter, sync, unavailable_reason  # noqa: F401  (registers "gpu")
+from .backend import GpuBackend, GpuInterpreter, GpuProgram, sync, unavailable_reason  # noqa: F401  (registers "gpu")

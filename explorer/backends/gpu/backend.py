@@ -32,14 +32,16 @@ from ...ir.graph import Attrs, Graph, Node, TupleType
 from ...ir.ops import OPS
 from ...options import CompileOptions
 from .. import reference
+from ..cpu.program import Program, ProgramError
 from ..interpreter import Interpreter
 from ..kernel_plan import Access, PlanError, RowPlan, describe_output, plan_any, plan_output
 from ..numpy_temporaries import workspace_bytes
-from ..reference import as_typed, check_args
+from ..reference import check_args
 from ..registry import Backend, Run, Step, register
 from ..result import Kernel
 from .codegen import GpuKernelCode, generate
 from .mapreduce import compile_body
+from .program import device_op, generate_program
 from .reduce import THREADS, GpuGridCode, GpuRowCode, generate_grid, generate_rows, is_grid, launch, listing
 
 
@@ -91,6 +93,7 @@ class GpuKernel:
     reason: str = ""
     seconds: float = 0.0
     out_dtype: Any = None
+    timed: bool = False  # (set for a measured run: each call waits for the device, timed)
 
     @property
     def source(self) -> str:
@@ -100,14 +103,14 @@ class GpuKernel:
             return self.code.source
         return f"// runs on the host reference interpreter: {self.reason}\n{self.body}\n"
 
-    def __call__(self, vals: Sequence[Any], timed: bool = False) -> Any:
+    def __call__(self, vals: Sequence[Any]) -> Any:
         t0 = time.perf_counter()
         if self.code is None:
             cp = _cp()
             out = cp.asarray(reference.evaluate(self.body, [cp.asnumpy(v) for v in vals])[0])
         else:
             out = self._launch(vals)
-        if timed:
+        if self.timed:
             sync()
             self.seconds += time.perf_counter() - t0
         return out
@@ -152,7 +155,7 @@ class GpuDotKernel:
 
     def __init__(self, node: Node, name: str) -> None:
         self.plan = plan_output(node.attrs["body"])
-        self.name, self.body, self.seconds = name, node.attrs["body"], 0.0
+        self.name, self.body, self.seconds, self.timed = name, node.attrs["body"], 0.0, False
         self.epilogue = compile_kernel(
             Node(node.id, "kernel", (), Attrs({"body": self.plan.epilogue, "kind": "loop"}),
                  node.type), f"{name}_epilogue")
@@ -162,12 +165,12 @@ class GpuDotKernel:
         head = describe_output(self.name, self.plan, "cuBLAS")
         return "".join(f"// {x}\n" for x in head.splitlines()) + self.epilogue.source
 
-    def __call__(self, vals: Sequence[Any], timed: bool = False) -> Any:
+    def __call__(self, vals: Sequence[Any]) -> Any:
         t0 = time.perf_counter()
         dot = self.plan.dot
         product = _typed(dot, _dot(*(vals[k] for k in self.plan.operands), **dot.attrs))
         out = self.epilogue([vals[k] for k in self.plan.kept] + [product])
-        if timed:
+        if self.timed:
             sync()
             self.seconds += time.perf_counter() - t0
         return out
@@ -227,7 +230,6 @@ class GpuInterpreter(Interpreter):
     def __init__(self, graph: Graph, prefix: str = "", memory_limit: int | None = None) -> None:
         super().__init__(graph, prefix)
         self.memory_limit = memory_limit
-        self.timed = False
         self.compile_bodies()
 
     @property
@@ -247,17 +249,6 @@ class GpuInterpreter(Interpreter):
     def compile_kernel(self, n: Node, name: str) -> GpuKernel:
         return compile_kernel(n, name)
 
-    def run_node(self, n: Node, vals: Sequence[Any]) -> Any:
-        if n.id in self.kernels:
-            return self.kernels[n.id](vals, self.timed)
-        return super().run_node(n, vals)
-
-    def evaluate(self, args: Sequence[Any], after_step: Any = None,
-                 consume: bool = False) -> list[Any]:
-        for child in self.children.values():
-            child.timed = self.timed  # type: ignore[attr-defined]
-        return super().evaluate(args, after_step, consume)
-
     def sync(self) -> None:
         sync()
 
@@ -265,15 +256,7 @@ class GpuInterpreter(Interpreter):
         return _typed(n, _dot(*vals, **n.attrs))
 
     def run_op(self, n: Node, vals: Sequence[Any]) -> Any:
-        cp = _cp()
-        try:
-            out = OPS[n.op].ref(*vals, **n.attrs)
-        except (TypeError, ValueError, NotImplementedError):
-            out = None
-        if out is None or not isinstance(out, cp.ndarray | tuple):  # not on the device
-            host = as_typed(n, OPS[n.op].ref(*[cp.asnumpy(v) for v in vals], **n.attrs))
-            return tuple(cp.asarray(h) for h in host) if isinstance(host, tuple) else cp.asarray(host)
-        return _typed(n, out)
+        return _typed(n, device_op(OPS[n.op].ref, _cp())(*vals, **n.attrs))
 
     # ---- the executable's side: measured from CuPy's memory pool
 
@@ -287,42 +270,116 @@ class GpuInterpreter(Interpreter):
         return outs
 
     def run(self, args: Sequence[np.ndarray]) -> Run:
-        cp = _cp()
-        pool = cp.get_default_memory_pool()
         device_args = self.prepare(args)
         self.execute(device_args)  # compile the kernels and warm up
-        for k in self.all_kernels():
-            k.seconds = 0.0
-        in_bytes = sum(int(a.nbytes) for a in device_args)
-        out_bytes = sum(t.nbytes for t in (self.graph[o].type for o in self.graph.outputs))
-        old_limit = pool.get_limit()
-        if self.memory_limit is not None:
-            pool.set_limit(size=self.memory_limit + in_bytes + out_bytes)
-        base = pool.used_bytes()
-        outputs, state = set(self.graph.outputs), {"out": 0, "peak": 0}
+        return measure(self.graph, device_args, lambda hook: self.evaluate(device_args, hook),
+                       self.all_kernels(), self.memory_limit)
 
-        steps: list[Step] = []
 
-        def after_step(n: Node, value: Any) -> None:
-            if n.id in outputs:
-                state["out"] += sum(int(v.nbytes) for v in (value if isinstance(value, tuple) else (value,)))
-            live = pool.used_bytes() - base - state["out"]
-            state["peak"] = max(state["peak"], live)
-            steps.append(Step(n.id, max(0, live), max(0, live)))  # (the pool's in-step peak is not visible)
+class GpuProgram:
+    """A stage's executable on the GPU backend: its generated program (program.py), whose
+    lines launch the kernels and cuBLAS in order on device arrays; or (when the generator
+    cannot write it) the GpuInterpreter, with the reason in `notes`."""
 
+    peak_how = GpuInterpreter.peak_how
+
+    def __init__(self, graph: Graph, memory_limit: int | None = None) -> None:
+        self.graph, self.memory_limit, self.warm = graph, memory_limit, False
+        self.program: Program | None = None
+        self.interpreter: GpuInterpreter | None = None
         try:
-            sync()
-            self.timed = True
-            t0 = time.perf_counter()
-            outs = self.evaluate(device_args, after_step)
-            sync()
-            seconds = time.perf_counter() - t0
-        finally:
-            self.timed = False
-            pool.set_limit(size=old_limit)
-        kernels = tuple(Kernel(k.name, k.source, k.seconds) for k in self.all_kernels())
-        return Run([cp.asnumpy(o) for o in outs], seconds, max(0, state["peak"]), kernels,
-                   self.peak_how, steps=tuple(steps))
+            self.program = generate_program(graph, _cp(), compile_kernel, GpuInterpreter)
+            self.notes = list(self.program.notes)
+        except ProgramError as e:
+            self.interpreter = GpuInterpreter(graph, memory_limit=memory_limit)
+            self.notes = [f"interpreted: the whole stage ({e})"]
+
+    @property
+    def source(self) -> str:
+        if self.program is not None:
+            return self.program.source
+        return f"# runs on the GPU interpreter: {'; '.join(self.notes)}\n"
+
+    def all_kernels(self) -> list[Any]:
+        if self.program is not None:
+            return self.program.all_kernels()
+        assert self.interpreter is not None
+        return self.interpreter.all_kernels()
+
+    def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
+        cp = _cp()
+        return [cp.asarray(a) for a in check_args(self.graph, args)]
+
+    def execute(self, prepared: Sequence[Any]) -> list[Any]:
+        if self.program is None:
+            assert self.interpreter is not None
+            return self.interpreter.execute(prepared)
+        outs = self.program.fn(*prepared)
+        sync()
+        return outs
+
+    call = execute  # gx.compile's call
+
+    def stepped(self, prepared: Sequence[Any], after_step: Any) -> list[Any]:
+        if self.program is None:
+            assert self.interpreter is not None
+            return self.interpreter.evaluate(prepared, after_step)
+        return self.program.measured(*prepared, after_step)
+
+    def sync(self) -> None:
+        sync()
+
+    def run(self, args: Sequence[np.ndarray]) -> Run:
+        if self.program is None:
+            assert self.interpreter is not None
+            return self.interpreter.run(args)
+        device_args = self.prepare(args)
+        self.execute(device_args)  # compile the kernels and warm up
+        return measure(self.graph, device_args, lambda hook: self.stepped(device_args, hook),
+                       self.all_kernels(), self.memory_limit, self.source)
+
+
+def measure(graph: Graph, device_args: Sequence[Any], run: Any, kernels: Sequence[Any],
+            memory_limit: int | None, program: str | None = None) -> Run:
+    """One measured run, `run(after_step)`: its time (kernels timed apart, each waiting for
+    the device), and its peak from CuPy's memory pool after each step (used bytes, less the
+    inputs and the outputs); a `memory_limit` is the pool's limit meanwhile (plus the inputs
+    and outputs, which the limit does not count)."""
+    cp = _cp()
+    pool = cp.get_default_memory_pool()
+    for k in kernels:
+        k.seconds = 0.0
+    in_bytes = sum(int(a.nbytes) for a in device_args)
+    out_bytes = sum(t.nbytes for t in (graph[o].type for o in graph.outputs))
+    old_limit = pool.get_limit()
+    if memory_limit is not None:
+        pool.set_limit(size=memory_limit + in_bytes + out_bytes)
+    base = pool.used_bytes()
+    outputs, state = set(graph.outputs), {"out": 0, "peak": 0}
+    steps: list[Step] = []
+
+    def after_step(n: Node, value: Any) -> None:
+        if n.id in outputs:
+            state["out"] += sum(int(v.nbytes) for v in (value if isinstance(value, tuple) else (value,)))
+        live = pool.used_bytes() - base - state["out"]
+        state["peak"] = max(state["peak"], live)
+        steps.append(Step(n.id, max(0, live), max(0, live)))  # (the pool's in-step peak is not visible)
+
+    try:
+        sync()
+        for k in kernels:
+            k.timed = True
+        t0 = time.perf_counter()
+        outs = run(after_step)
+        sync()
+        seconds = time.perf_counter() - t0
+    finally:
+        for k in kernels:
+            k.timed = False
+        pool.set_limit(size=old_limit)
+    listed = tuple(Kernel(k.name, k.source, k.seconds) for k in kernels)
+    return Run([cp.asnumpy(o) for o in outs], seconds, max(0, state["peak"]), listed,
+               GpuInterpreter.peak_how, program=program, steps=tuple(steps))
 
 
 def _typed(n: Node, out: Any) -> Any:
@@ -355,9 +412,9 @@ class GpuBackend(Backend):
     def unavailable_reason(self) -> str | None:
         return unavailable_reason()
 
-    def compile(self, graph: Graph, options: CompileOptions) -> GpuInterpreter:
+    def compile(self, graph: Graph, options: CompileOptions) -> GpuProgram:
         _cp()  # fail here, with CuPy's own message, when it is missing
-        return GpuInterpreter(graph, memory_limit=options.memory_limit)
+        return GpuProgram(graph, memory_limit=options.memory_limit)
 
 
 register(GpuBackend())

@@ -1,0 +1,134 @@
+"""The GPU backend's program: a stage as one generated Python module, as on the CPU backend.
+
+The CPU backend's writer (cpu/program.py) walks the stage in schedule order and writes one
+line per node, deleting each value after its last use; this module is the GPU target of
+that one walk. Its lines call the generated CUDA kernels (`fused_3([v1, v2])`: CuPy kernels,
+grid reductions and row kernels, reduce.py), cuBLAS through `cupy.matmul` for dots, and for
+every other op its NumPy reference on device arrays (`ops.X`: NumPy hands CuPy arrays to
+CuPy through `__array_function__`; an op CuPy lacks runs on the host and comes back, as in
+the interpreter); control flow runs the same drivers with device allocations; split loops
+stay with the GPU interpreter (one node each, noted in the module); constants go to the
+device once, when the program is made. Values stay on the device from the program's first
+line to its last: no Python per node but the module's own lines.
+
+Everything here takes the array module (`xp`) and the kernel compiler as arguments, so the
+same generator runs on the host with NumPy standing in for CuPy
+(tests/backends/test_gpu_program_host.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ...ir import dtypes
+from ...ir.graph import Graph, Node
+from ...ir.ops import OPS
+from ..cpu import runtime
+from ..cpu.program import Program, _ident, _Writer, generate
+
+HEADER = '''"""The generated program of @{name} (gambit-explorer's GPU backend): one line per node, in
+schedule order, every value on the device; `ops.X` is op X's NumPy reference on device arrays
+(on the host where {xp} lacks it), `matmul` is {xp}.matmul (cuBLAS), the kernels are
+generated CUDA, `as_T` casts to element type T (free when the value has it), each value is
+deleted after its last use.{notes}"""
+'''
+
+
+def device_op(ref: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+    """Op reference `ref` on device arrays of module `xp`; where it fails there or leaves
+    the device (scipy.special's functions), it runs on host copies and the result comes back
+    to the device."""
+    host = getattr(xp, "asnumpy", None)
+
+    def run(*vals: Any, **attrs: Any) -> Any:
+        try:
+            out = ref(*vals, **attrs)
+        except (TypeError, ValueError, NotImplementedError):
+            out = None
+        if isinstance(out, xp.ndarray | tuple):
+            return out
+        if out is not None and host is None:  # (NumPy itself: a scalar is as good)
+            return out
+        back = ref(*[host(v) if host and isinstance(v, xp.ndarray) else v for v in vals], **attrs)
+        return tuple(map(xp.asarray, back)) if isinstance(back, tuple) else xp.asarray(back)
+
+    run.__name__ = getattr(ref, "__name__", "op")
+    return run
+
+
+class GpuWriter(_Writer):
+    """The CPU backend's program writer, writing for the device: kernels from
+    `compile_kernel(node, name)`, arrays of `xp`, loops through the drivers (no numba)."""
+
+    def __init__(self, make_interpreter: Callable[[Graph], Any], xp: Any,
+                 compile_kernel: Callable[[Node, str], Any], reuse: GpuWriter | None = None) -> None:
+        super().__init__(make_interpreter, xp.matmul, reuse)
+        self.xp, self.compile_kernel = xp, compile_kernel
+        self.constants: dict[int, str] = {}
+        self.reuse_constants = reuse.constants if reuse is not None else None
+        if reuse is None:
+            self.ns["runtime"] = SimpleNamespace(
+                one_or_tuple=runtime.one_or_tuple, run_while=runtime.run_while,
+                run_conditional=runtime.run_conditional,
+                run_scan=partial(runtime.run_scan, empty=xp.empty))
+            self.ns["xp"] = xp
+
+    def op(self, name: str) -> str:
+        ops, attr = self.ns["ops"], _ident(name)
+        if not hasattr(ops, attr):
+            setattr(ops, attr, device_op(OPS[name].ref, self.xp))
+        return f"ops.{attr}"
+
+    def caster(self, dtype: str) -> Callable[[Any], Any]:
+        return runtime.caster(dtype, self.xp)
+
+    def node(self, g: Graph, n: Node, target: str, var: dict[int, str], dying: Sequence[int],
+             prefix: str) -> list[str]:
+        """A constant is put on the device once, when the program is made; every other node
+        as the CPU program writes it."""
+        if n.op != "constant":
+            return super().node(g, n, target, var, dying, prefix)
+        if self.reuse_constants is not None:  # (the measured twin: the first walk's)
+            return [f"{target} = {self.reuse_constants[n.id]}"]
+        value = self.xp.asarray(np.asarray(OPS["constant"].ref(**n.attrs),
+                                           dtypes.to_numpy(n.dtype)))
+        name = self.bind(f"const_{prefix}{n.id}", value)
+        self.constants[n.id] = name
+        return [f"{target} = {name}"]
+
+    def region(self, n: Node, target: str, ins: list[str], dying: Sequence[int],
+               prefix: str) -> list[str]:
+        if n.op != "kernel":
+            return super().region(n, target, ins, dying, prefix)
+        body = n.attrs["body"]
+        k = (next(self.reuse_kernels) if self.reuse_kernels is not None
+             else self.compile_kernel(n, f"{prefix}{body.name}"))
+        self.kernels.append(k)
+        if getattr(k, "reason", ""):  # no CUDA form: the body runs on the host reference
+            where = f" at {n.source.file}:{n.source.line}" if n.source else ""
+            self.notes.append(f"on the host: kernel {body.name} %{n.id}{where} ({k.reason})")
+        fn = self.bind(body.name, k)
+        return [f"{target} = {self.cast(n.type)}({fn}([{', '.join(ins)}]))"]
+
+    def loop(self, n: Node, target: str, args: str, prefix: str, driver: str, same: str,
+             fallback: Callable[[Sequence[Any]], Any]) -> list[str]:
+        """A scan or while: the driver, each iteration calling the body's function (its
+        kernels on the device; no numba loop on the GPU)."""
+        return [f"{target} = {driver}"]
+
+    def header(self, graph: Graph) -> str:
+        return HEADER.format(name=graph.name, xp=self.xp.__name__,
+                             notes="".join(f"\n{x}." for x in self.notes))
+
+
+def generate_program(graph: Graph, xp: Any, compile_kernel: Callable[[Node, str], Any],
+                     make_interpreter: Callable[[Graph], Any]) -> Program:
+    """The GPU program of `graph` over arrays of `xp` (ProgramError when it cannot be
+    written)."""
+    return generate(graph, make_interpreter,
+                    lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel, reuse))  # type: ignore[arg-type]
