@@ -10,6 +10,7 @@ runs them."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from typing import Any
 
@@ -23,10 +24,12 @@ from explorer.backends import reference
 from explorer.backends.gpu import reduce
 from explorer.backends.gpu.backend import kernel_code
 from explorer.backends.kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
-from explorer.ir import Graph
+from explorer.ir import Graph, dtypes
 from tests.backends import test_cpu_rows
 from tests.backends.conftest import PROGRAMS, explore, kernels_of
 from tests.backends.cuda_host import build_module, host_call, host_compiler, nvcc_ptx
+from tests.backends.test_gpu_mapreduce_host import PROGRAMS as MEMORY_PROGRAMS
+from tests.backends.test_gpu_mapreduce_host import _explored
 from tests.passes.semantic import assert_outputs_close
 
 pytestmark = pytest.mark.skipif(host_compiler() is None, reason="no g++ to build the host kernels")
@@ -110,6 +113,56 @@ def test_every_reducing_kernel_of_the_backend_programs_as_a_grid_reduction(name:
         ins, body = _kernel_args(t.final.graph, args, k), k.attrs["body"]
         got, code = host_run(body, ins)
         _close(got, want_of(body, ins, code), f"{name}: {body.name}")
+
+
+def _kernels_anywhere(g: Graph) -> list[Any]:
+    """The kernels of `g` and of every body under it (split loops' pre and post parts)."""
+    out = []
+    for n in g.nodes:
+        if n.op == "kernel":
+            out.append(n)
+        for v in n.attrs.values():
+            for body in (v if isinstance(v, list | tuple) else (v,)):
+                if isinstance(body, Graph) and n.op != "kernel":
+                    out += _kernels_anywhere(body)
+    return out
+
+
+def _random_args(body: Graph, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for p in body.param_nodes:
+        dt = np.dtype(dtypes.to_numpy(p.dtype))
+        if dt.kind == "f":
+            out.append(rng.standard_normal(p.shape).astype(dt))
+        elif dt.kind == "b":
+            out.append(rng.random(p.shape) < 0.5)
+        else:
+            out.append(rng.integers(0, 7, p.shape).astype(dt))
+    return out
+
+
+@pytest.mark.parametrize("key", list(MEMORY_PROGRAMS))
+def test_the_memory_programs_reducing_kernels_as_grid_reductions(key: str) -> None:
+    """Every reducing kernel of the programs that test the map-reduce kernels (at the top
+    level and in split bodies), forced into the grid form, on random inputs."""
+    tr, _ = _explored(key)
+    rng = np.random.default_rng(0)
+    ran = 0
+    for k in _kernels_anywhere(tr.final.graph):
+        body = k.attrs["body"]
+        try:
+            plan = plan_any(body)
+        except PlanError:
+            continue
+        if not (isinstance(plan, RowPlan) or plan.reduce is not None) or \
+                math.prod(plan.loop_shape if isinstance(plan, KernelPlan) else plan.shape) > 2**20:
+            continue
+        ins = _random_args(body, rng)
+        got, code = host_run(body, ins)
+        _close(got, want_of(body, ins, code), f"{key}: {body.name}")
+        ran += 1
+    if not ran:
+        pytest.skip("no reducing kernel in this program's stages")
 
 
 def _full(op: str, x: np.ndarray) -> Graph:
