@@ -212,9 +212,10 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
     and "jax.jit after cpu": jax.jit's time after the CPU backend's calls over its time
     before them. Meant for a fresh process (`main` runs each program in one): the XLA
     columns alternate with jax.jit first; the CPU backend runs last, against the jax.jit
-    times from before it ran, because once it has run, jax.jit in the same process is slower
-    (GPT loss 7.8 -> 11.7 ms on this 2-core VM, for seconds after; not with
-    OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which NumPy's matmul wakes). A program with
+    times from before it ran: once it has run, jax.jit in the same process can be slower
+    (by hand once, GPT loss 7.8 -> 11.7 ms on this 2-core VM for seconds after, not with
+    OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which NumPy's matmul wakes; the "jax.jit
+    after cpu" column shows whether a run saw it). A program with
     non-array leaves (an equinox module's activation) is jitted as equinox users do, with
     equinox.filter_jit."""
     jitted = jax.jit(fn)

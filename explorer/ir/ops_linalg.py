@@ -39,6 +39,11 @@ def _matrix(op: str, t: TensorType, square: bool = True, bf16: bool = False
 
 def _batched(fn: Callable[..., Any], *xs: np.ndarray, batch_rank: int) -> Any:
     """fn over the leading `batch_rank` dims of each x (matrices after); results stacked."""
+    if batch_rank == 0:  # one matrix: no stacking, but never a view of an input
+        out = fn(*xs)
+        fresh = [np.array(o) if any(np.may_share_memory(o, x) for x in xs) else o
+                 for o in (out if isinstance(out, tuple) else (out,))]
+        return tuple(fresh) if isinstance(out, tuple) else fresh[0]
     batch = xs[0].shape[:batch_rank]
     outs = [fn(*(x[i] for x in xs)) for i in np.ndindex(*batch)]
     if not isinstance(outs[0], tuple):

@@ -456,3 +456,46 @@ def test_convolutions_gather_their_windows_with_a_numba_loop() -> None:
     assert 8 * 32 * 32 * 27 >= conv.PARALLEL_MIN
     np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a), OPS[name].ref(x, w, **a),
                                rtol=1e-5, atol=1e-5)
+
+
+def _diag_mask_sum(x: jax.Array) -> jax.Array:
+    """A value that depends on no parameter (a mask from two iotas) read by a kernel."""
+    n = x.shape[0]
+    return jnp.sum(x * jnp.eye(n) + jnp.diagonal(x)[:, None] * jnp.tri(n), -1)
+
+
+def test_values_that_depend_on_no_parameter_are_computed_when_the_program_is_made() -> None:
+    x = _f32(12, 12)
+    t = gx.explore(_diag_mask_sum, x)
+    p = generate(t.final.graph, CpuInterpreter)
+    ahead = [x for x in p.source.splitlines() if "computed when the program was made" in x]
+    assert any("= iota" in x for x in ahead), p.source
+    # the function reads them by their module-level names and never deletes them
+    names = [x.split(": ")[-1].split(",")[0] for x in ahead]
+    body = p.source[p.source.index("def program("):]
+    assert all(f"{n}" in body.replace(f"{n}, computed", "") for n in names[-1:])
+    assert not any(f"del {n}" in body or f", {n}" in body.split("del ")[-1] for n in names)
+    want = np.sum(x * np.eye(12) + np.diagonal(x)[:, None] * np.tri(12), -1)
+    for _ in range(3):  # a kernel never writes over a value computed ahead
+        np.testing.assert_allclose(p.fn(x)[0], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gx.compile(_diag_mask_sum, backend="cpu")(x), want,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_outputs_and_large_values_are_computed_on_every_call() -> None:
+    big = 1 << 15  # an iota of 128 KiB: over FOLD_BYTES
+
+    def f(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return jnp.arange(8.0) * 2, x + jnp.arange(big, dtype=jnp.float32)
+
+    x = _f32(big)
+    t = gx.explore(f, x)
+    p = generate(t.final.graph, CpuInterpreter)
+    ahead = [x for x in p.source.splitlines() if "computed when the program was made" in x]
+    assert ahead and not any(f"({big},)" in x for x in ahead), p.source  # the small iota only
+    assert f"ops.iota(dtype='f32', shape=({big},)" in p.source  # the large one on every call
+    assert len([x for x in ahead if "= mul" in x]) == 0  # the output itself on every call
+    a, _ = p.fn(x)
+    b, _ = p.fn(x)
+    assert a is not b and a.flags.writeable  # a caller's result is its own
+    np.testing.assert_array_equal(a, np.arange(8.0, dtype=np.float32) * 2)

@@ -10,6 +10,12 @@ element type where NumPy's result may differ (`as_f32`: free when it is one alre
 `del`eted right after its last use, so live memory follows the schedule exactly as in the
 interpreter core. Nothing dispatches per node at run time.
 
+A value that depends on no parameter (a constant, an `iota`, a mask or index table built
+from them) is computed once, when the program is made, by the reference semantics, and the
+function reads it as a module-level name (`const_17`); the source says so where the node
+would be. Values of more than FOLD_BYTES and the function's outputs (a caller may keep or
+change them) are computed on every call as usual.
+
 What the generator does not write (ops whose row says `emit=Emit.INTERPRETED`: the split
 `loop`, whose chunk driver and map-reduce kernels the interpreter core already runs) is one
 line that hands that node to a CpuInterpreter of that node alone; `Program.notes` lists each
@@ -23,6 +29,7 @@ node, the hook the tracemalloc measurement reads (reference.measured).
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,9 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.graph import Graph, Node, TensorType, TupleType, Type, alone
 from ...ir.ops import OPS
 from ...ir.traits import Emit
+from .. import reference
 from ..interpreter import last_uses
 from . import conv, dots, indexing, random, runtime, sorting, window
 from .dot_kernels import DotKernel
@@ -41,6 +50,11 @@ from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
 
 ENTRY, MEASURED = "program", "program_measured"
+# a value that depends on no parameter is computed once, when the program is made, up to
+# this size (a constant of the graph always: its value is held anyway)
+FOLD_BYTES = 1 << 16
+# ops never computed ahead: JAX runs an opaque node, and may have effects
+NOT_FOLDED = frozenset({"opaque"})
 # ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
 LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **sorting.REFERENCES,
          **window.REFERENCES}
@@ -103,6 +117,10 @@ class _Writer:
         self.loops: list[CompiledLoop] = []
         self.notes: list[str] = []
         self.taken: set[str] = set(reuse.taken) if reuse else set(self.ns)
+        # (prefix, node id) -> the module-level name of a value computed ahead, and its
+        # host value (what the nodes computed ahead after it read)
+        self.folded: dict[tuple[str, int], str] = reuse.folded if reuse else {}
+        self.folded_values: dict[tuple[str, int], Any] = reuse.folded_values if reuse else {}
 
     # ---- names in the module's namespace
 
@@ -138,6 +156,45 @@ class _Writer:
         """The function that gives a value element type `dtype` (an ndarray of it)."""
         return runtime.caster(dtype)
 
+    def constant(self, value: np.ndarray) -> Any:
+        """A value computed ahead, as the program holds it (read-only on the host)."""
+        value.setflags(write=False)
+        return value
+
+    # ---- values computed ahead
+
+    def foldable(self, g: Graph) -> set[int]:
+        """The nodes of `g` whose values depend on no parameter, to be computed ahead: pure
+        ops and kernels whose inputs are all such values, of at most FOLD_BYTES (constants of
+        any size), neither outputs of `g` nor unread."""
+        keep, read = set(g.outputs), {i for n in g.nodes for i in n.inputs}
+        done: set[int] = set()
+        for n in g.nodes:
+            if n.op == "parameter" or n.id in keep or n.id not in read or \
+                    not isinstance(n.type, TensorType) or n.op in NOT_FOLDED:
+                continue
+            if n.op != "constant" and (
+                    (OPS[n.op].emit is not Emit.CALL and n.op != "kernel")
+                    or not all(i in done for i in n.inputs)
+                    or math.prod(n.type.shape) * dtypes.itemsize(n.type.dtype) > FOLD_BYTES):
+                continue
+            done.add(n.id)
+        return done
+
+    def fold(self, g: Graph, n: Node, prefix: str) -> str:
+        """Compute node `n` (of `foldable`) now, on the reference semantics, and bind it."""
+        key = (prefix, n.id)
+        if key in self.folded:  # (the measured twin: the first walk's)
+            return self.folded[key]
+        order = list(dict.fromkeys(n.inputs))
+        vals = [self.folded_values[(prefix, i)] for i in order]
+        with np.errstate(all="ignore"):
+            out = reference.evaluate(alone(g, n), vals)[0]
+        value = np.array(out, dtypes.to_numpy(n.type.dtype), order="C")  # (0-d stays 0-d)
+        self.folded_values[key] = value
+        self.folded[key] = self.bind(f"const_{prefix}{n.id}", self.constant(value.copy()))
+        return self.folded[key]
+
     # ---- functions
 
     def function(self, g: Graph, name: str, prefix: str, measured: bool = False) -> str:
@@ -151,11 +208,17 @@ class _Writer:
         head = f"def {name}({', '.join(params)}{', _step' if measured else ''}):"
         doc = f'    """@{g.name}: {len(g.nodes)} nodes, {len(g.outputs)} outputs."""'
         lines += [head, doc]
-        frees = last_uses(g)
+        ahead = self.foldable(g)
+        frees = {k: [i for i in v if i not in ahead] for k, v in last_uses(g).items()}
         for n in g.nodes:
             if n.op == "parameter":
                 continue
             where = f"  ({n.source.file}:{n.source.line})" if n.source else ""
+            if n.id in ahead:
+                var[n.id] = self.fold(g, n, prefix)
+                lines.append(f"    # %{n.id} = {n.op}{where}: {var[n.id]}, computed when the "
+                             "program was made")
+                continue
             lines.append(f"    # %{n.id} = {n.op}{where}")
             target = f"v{n.id}"
             var[n.id] = target

@@ -7,7 +7,8 @@ grid reductions and row kernels, reduce.py), cuBLAS through `cupy.matmul` for do
 every other op its NumPy reference on device arrays (`ops.X`: NumPy hands CuPy arrays to
 CuPy through `__array_function__`; an op CuPy lacks runs on the host and comes back, as in
 the interpreter); control flow runs the same drivers with device allocations; split loops
-stay with the GPU interpreter (one node each, noted in the module); constants go to the
+stay with the GPU interpreter (one node each, noted in the module); constants, and values
+that depend on no parameter (cpu/program.py), go to the
 device once, when the program is made. Values stay on the device from the program's first
 line to its last: no Python per node but the module's own lines.
 
@@ -25,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from ...ir import dtypes
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
 from ..cpu import runtime
@@ -69,8 +69,6 @@ class GpuWriter(_Writer):
                  compile_kernel: Callable[[Node, str], Any], reuse: GpuWriter | None = None) -> None:
         super().__init__(make_interpreter, xp.matmul, reuse)
         self.xp, self.compile_kernel = xp, compile_kernel
-        self.constants: dict[int, str] = {}
-        self.reuse_constants = reuse.constants if reuse is not None else None
         if reuse is None:
             self.ns["runtime"] = SimpleNamespace(
                 one_or_tuple=runtime.one_or_tuple, run_while=runtime.run_while,
@@ -87,19 +85,9 @@ class GpuWriter(_Writer):
     def caster(self, dtype: str) -> Callable[[Any], Any]:
         return runtime.caster(dtype, self.xp)
 
-    def node(self, g: Graph, n: Node, target: str, var: dict[int, str], dying: Sequence[int],
-             prefix: str) -> list[str]:
-        """A constant is put on the device once, when the program is made; every other node
-        as the CPU program writes it."""
-        if n.op != "constant":
-            return super().node(g, n, target, var, dying, prefix)
-        if self.reuse_constants is not None:  # (the measured twin: the first walk's)
-            return [f"{target} = {self.reuse_constants[n.id]}"]
-        value = self.xp.asarray(np.asarray(OPS["constant"].ref(**n.attrs),
-                                           dtypes.to_numpy(n.dtype)))
-        name = self.bind(f"const_{prefix}{n.id}", value)
-        self.constants[n.id] = name
-        return [f"{target} = {name}"]
+    def constant(self, value: np.ndarray) -> Any:
+        """A value computed ahead goes to the device once, when the program is made."""
+        return self.xp.asarray(value)
 
     def region(self, n: Node, target: str, ins: list[str], dying: Sequence[int],
                prefix: str) -> list[str]:
