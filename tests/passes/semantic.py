@@ -5,7 +5,9 @@ floating-point sums, never change integer or boolean results)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import jax
 import numpy as np
 
 from explorer.backends.reference import evaluate
@@ -16,9 +18,18 @@ from explorer.passes.base import Pass, PassReport
 TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-4, "f64": 1e-9, "c64": 1e-4, "c128": 1e-9}
 
 
-def random_args(graph: Graph, rng: np.random.Generator) -> list[np.ndarray]:
+def random_args(graph: Graph, rng: np.random.Generator,
+                like: Sequence[Any] | None = None) -> list[np.ndarray]:
+    """Random inputs for `graph`'s parameters; with `like` (the arguments the program was
+    traced with, a pytree whose leaves are the parameters in order) floats are drawn at each
+    argument's own scale (its RMS), so that a deep model is not driven into overflow, where
+    any re-association flips an inf."""
+    leaves = jax.tree_util.tree_leaves(like) if like is not None else [1.0] * len(graph.params)
+    if len(leaves) != len(graph.params):
+        raise ValueError(f"{len(leaves)} arguments given for {len(graph.params)} parameters")
+    scales = [_rms(a) for a in leaves]
     out = []
-    for p in graph.param_nodes:
+    for p, scale in zip(graph.param_nodes, scales, strict=True):
         t = p.type
         assert isinstance(t, TensorType)
         npd = dtypes.to_numpy(t.dtype)
@@ -28,8 +39,16 @@ def random_args(graph: Graph, rng: np.random.Generator) -> list[np.ndarray]:
             low = 0 if t.dtype.startswith("u") else -4
             out.append(rng.integers(low, 5, size=t.shape).astype(npd))
         else:
-            out.append(rng.standard_normal(t.shape).astype(npd))
+            out.append((rng.standard_normal(t.shape) * scale).astype(npd))
     return out
+
+
+def _rms(a: Any) -> float:
+    x = np.asarray(a)
+    if x.size == 0 or x.dtype.kind not in "fc":
+        return 1.0
+    r = float(np.sqrt(np.mean(np.abs(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)) ** 2)))
+    return r if np.isfinite(r) and r > 0 else 1.0
 
 
 def computed_tolerance(graph: Graph) -> float:
@@ -60,14 +79,15 @@ def assert_outputs_close(before: Sequence[np.ndarray], after: Sequence[np.ndarra
 
 
 def check_semantics(p: Pass, graph: Graph, trials: int = 3, seed: int = 0,
-                    ) -> tuple[Graph, PassReport]:
+                    like: Sequence[Any] | None = None) -> tuple[Graph, PassReport]:
     """Run pass `p` on `graph`, verify the result, and compare both graphs' outputs on
-    `trials` random inputs. Returns what the pass returned."""
+    `trials` random inputs (at the scale of `like`, the program's own flat arguments, when
+    given). Returns what the pass returned."""
     after, report = p(graph)
     verify(after)
     rng = np.random.default_rng(seed)
     for t in range(trials):
-        args = random_args(graph, rng)
+        args = random_args(graph, rng, like)
         assert_outputs_close(evaluate(graph, args), evaluate(after, args),
                              f"pass {p.name!r}, trial {t}", computed_tolerance(graph))
     return after, report

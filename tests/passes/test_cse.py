@@ -14,7 +14,7 @@ from tests.passes.semantic import check_semantics
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_semantics_on_test_graphs(name: str) -> None:
     fn, args = ALL[name]
-    check_semantics(CSE(), trace(fn, *args).graph)
+    check_semantics(CSE(), trace(fn, *args).graph, like=args)
 
 
 def test_merges_repeated_work_in_the_model() -> None:
