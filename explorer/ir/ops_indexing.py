@@ -19,6 +19,7 @@ embedding lookup over a batch of tokens runs chunk by chunk; the table passes wh
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -152,22 +153,61 @@ def gather_with(take: Callable[[np.ndarray, np.ndarray, Sequence[int]], np.ndarr
     return gather
 
 
-def _gather(take, x, idx, sizes, offset_dims, collapsed_slice_dims, start_index_map,  # noqa: ANN001, ANN202
-            operand_batching_dims, start_indices_batching_dims, mode, fill_value):
+@dataclass(frozen=True)
+class GatherPlan:
+    """What a gather does for one operand shape and one index array: the clipped window
+    starts, which windows fill (mode "fill"), and how the windows become the result. A
+    backend whose indices are known ahead (a constant index table) makes it once; `run`
+    then reads the windows of each operand through `take`."""
+
+    starts: np.ndarray
+    sizes: tuple[int, ...]
+    lead: tuple[int, ...]
+    ok: np.ndarray | None
+    fill: Any
+    drop: tuple[int, ...]
+    offset_dims: tuple[int, ...]
+
+    def run(self, take: Callable[[np.ndarray, np.ndarray, Sequence[int]], np.ndarray],
+            x: np.ndarray) -> np.ndarray:
+        out = take(x, self.starts, self.sizes).reshape((*self.lead, *self.sizes))
+        if self.ok is not None:
+            out = np.where(self.ok, out, np.asarray(self.fill, x.dtype))
+        out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in self.drop))
+        nb = len(self.lead)
+        return np.moveaxis(out, list(range(nb, out.ndim)), list(self.offset_dims))
+
+
+def gather_plan(shape: Sequence[int], dtype: Any, idx: Any, *, slice_sizes: Sequence[int],
+                offset_dims: Sequence[int], collapsed_slice_dims: Sequence[int],
+                start_index_map: Sequence[int], operand_batching_dims: Sequence[int] = (),
+                start_indices_batching_dims: Sequence[int] = (), mode: str = "promise_in_bounds",
+                fill_value: Any = None, **_: Any) -> GatherPlan:
+    """lax.gather's plan for an operand of `shape` and `dtype` and the indices `idx`."""
     idx = np.asarray(idx, np.int64)
-    starts = _starts(x.shape, idx, start_index_map, operand_batching_dims,
+    sizes = tuple(slice_sizes)
+    starts = _starts(shape, idx, start_index_map, operand_batching_dims,
                      start_indices_batching_dims)
-    upper = np.asarray(x.shape) - np.asarray(sizes)
-    out = take(x, np.clip(starts, 0, upper), sizes).reshape((*idx.shape[:-1], *sizes))
+    upper = np.asarray(shape) - np.asarray(sizes)
+    ok = None
     if mode == "fill":
         bounds = upper[list(start_index_map)]
-        ok = np.all((idx >= 0) & (idx <= bounds), axis=-1)
-        fill = default_fill(x.dtype) if fill_value is None else fill_value
-        out = np.where(ok.reshape((*ok.shape, *[1] * len(sizes))), out, np.asarray(fill, x.dtype))
+        inside = np.all((idx >= 0) & (idx <= bounds), axis=-1)
+        ok = inside.reshape((*inside.shape, *[1] * len(sizes)))
+    fill = default_fill(np.dtype(dtype)) if fill_value is None else fill_value
     drop = tuple(idx.ndim - 1 + d for d in (*collapsed_slice_dims, *operand_batching_dims))
-    out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in drop))
-    nb = idx.ndim - 1
-    return np.moveaxis(out, list(range(nb, out.ndim)), list(offset_dims))
+    return GatherPlan(np.clip(starts, 0, upper), sizes, idx.shape[:-1], ok, fill, drop,
+                      tuple(offset_dims))
+
+
+def _gather(take, x, idx, sizes, offset_dims, collapsed_slice_dims, start_index_map,  # noqa: ANN001, ANN202
+            operand_batching_dims, start_indices_batching_dims, mode, fill_value):
+    plan = gather_plan(x.shape, x.dtype, idx, slice_sizes=sizes, offset_dims=offset_dims,
+                       collapsed_slice_dims=collapsed_slice_dims, start_index_map=start_index_map,
+                       operand_batching_dims=operand_batching_dims,
+                       start_indices_batching_dims=start_indices_batching_dims, mode=mode,
+                       fill_value=fill_value)
+    return plan.run(take, x)
 
 
 def _jax_gather(x, idx, *, slice_sizes, mode="promise_in_bounds", fill_value=None,

@@ -12,12 +12,12 @@ result is large, and written in order (later windows win, as the reference's).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ...ir.ops_indexing import gather_with, scatter_with
+from ...ir.ops_indexing import gather_plan, gather_with, scatter_with
 from .kernel_codegen import numba_takes
 
 PARALLEL_MIN = 1 << 20  # elements read before a gather runs on every core
@@ -93,6 +93,25 @@ def take(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     k = _kernels()["take_parallel" if out.size >= PARALLEL_MIN else "take"]
     k(np.ascontiguousarray(x).reshape(-1), base, grid, run, out)
     return out.reshape((*starts.shape[:-1], -1))
+
+
+def prepared_gather(shape: Sequence[int], dtype: Any, idx: np.ndarray,
+                    attrs: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
+    """The gather of an operand of `shape` and `dtype` at indices known ahead (a constant
+    index table: a diagonal, a fixed permutation): its plan and window layout made once,
+    each call then one loop over the windows."""
+    plan = gather_plan(shape, dtype, idx, **attrs)
+    if not (len(shape) > 0 and numba_takes(np.dtype(dtype))):
+        return functools.partial(plan.run, take)
+    base, grid, run = _layout(shape, plan.starts, plan.sizes)
+    k = _kernels()["take_parallel" if len(base) * len(grid) * run >= PARALLEL_MIN else "take"]
+
+    def take_laid_out(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+        out = np.empty((len(base), len(grid) * run), x.dtype)
+        k(np.ascontiguousarray(x).reshape(-1), base, grid, run, out)
+        return out
+
+    return functools.partial(plan.run, take_laid_out)
 
 
 def put(out: np.ndarray, starts: np.ndarray, sizes: Sequence[int], values: np.ndarray,

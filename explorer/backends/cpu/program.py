@@ -102,6 +102,8 @@ def _ident(text: str) -> str:
 class _Writer:
     """Writes the module: one function per graph (the stage and every body under it)."""
 
+    prepares_gathers = True  # a gather at indices computed ahead: indexing.prepared_gather
+
     def __init__(self, make_interpreter: Callable[[Graph], Any], matmul: Callable[..., Any],
                  reuse: _Writer | None = None) -> None:
         self.make_interpreter = make_interpreter
@@ -253,6 +255,14 @@ class _Writer:
             return self.region(n, target, ins, dying, prefix)
         if n.op == "get_tuple_element":
             return [f"{target} = {ins[0]}[{n.attrs['index']}]"]
+        if n.op == "gather" and self.prepares_gathers and (prefix, n.inputs[1]) in self.folded_values:
+            # indices computed ahead: the gather's plan and window layout made now too
+            t = g[n.inputs[0]].type
+            assert isinstance(t, TensorType)
+            fn = self.bind(f"gather_{prefix}{n.id}", indexing.prepared_gather(
+                t.shape, dtypes.to_numpy(t.dtype), self.folded_values[(prefix, n.inputs[1])],
+                dict(n.attrs)))
+            return [f"{target} = {self.cast(n.type)}({fn}({ins[0]}))  # indices laid out ahead"]
         if row.program is not None:
             expr = row.program(ins, [g[i].type for i in n.inputs], n.type, n.attrs)
             return [f"{target} = {self.cast(n.type)}({expr})"]
