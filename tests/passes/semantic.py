@@ -24,10 +24,12 @@ def random_args(graph: Graph, rng: np.random.Generator,
     traced with, a pytree whose leaves are the parameters in order) floats are drawn at each
     argument's own scale (its RMS), so that a deep model is not driven into overflow, where
     any re-association flips an inf."""
-    leaves = jax.tree_util.tree_leaves(like) if like is not None else [1.0] * len(graph.params)
-    if len(leaves) != len(graph.params):
-        raise ValueError(f"{len(leaves)} arguments given for {len(graph.params)} parameters")
-    scales = [_rms(a) for a in leaves]
+    scales = [1.0] * len(graph.params)
+    if like is not None:
+        leaves = jax.tree_util.tree_leaves(like)
+        if len(leaves) != len(graph.params):
+            raise ValueError(f"{len(leaves)} arguments given for {len(graph.params)} parameters")
+        scales = [_rms(a) for a in leaves]
     out = []
     for p, scale in zip(graph.param_nodes, scales, strict=True):
         t = p.type
@@ -47,7 +49,7 @@ def _rms(a: Any) -> float:
     x = np.asarray(a)
     if x.size == 0 or x.dtype.kind not in "fc":
         return 1.0
-    r = float(np.sqrt(np.mean(np.abs(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)) ** 2)))
+    r = float(np.sqrt(np.mean(np.abs(x).astype(np.float64) ** 2)))
     return r if np.isfinite(r) and r > 0 else 1.0
 
 

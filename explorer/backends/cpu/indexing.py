@@ -88,11 +88,15 @@ def take(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
         from ...ir.ops_indexing import take_windows
 
         return take_windows(x, starts, sizes)
-    base, grid, run = _layout(x.shape, starts, sizes)
+    return _take_laid_out(x, *_layout(x.shape, starts, sizes)).reshape((*starts.shape[:-1], -1))
+
+
+def _take_laid_out(x: np.ndarray, base: np.ndarray, grid: np.ndarray, run: int) -> np.ndarray:
+    """The windows of `x` at a layout of `_layout`, one row each."""
     out = np.empty((len(base), len(grid) * run), x.dtype)
     k = _kernels()["take_parallel" if out.size >= PARALLEL_MIN else "take"]
     k(np.ascontiguousarray(x).reshape(-1), base, grid, run, out)
-    return out.reshape((*starts.shape[:-1], -1))
+    return out
 
 
 def prepared_gather(shape: Sequence[int], dtype: Any, idx: np.ndarray,
@@ -103,15 +107,8 @@ def prepared_gather(shape: Sequence[int], dtype: Any, idx: np.ndarray,
     plan = gather_plan(shape, dtype, idx, **attrs)
     if not (len(shape) > 0 and numba_takes(np.dtype(dtype))):
         return functools.partial(plan.run, take)
-    base, grid, run = _layout(shape, plan.starts, plan.sizes)
-    k = _kernels()["take_parallel" if len(base) * len(grid) * run >= PARALLEL_MIN else "take"]
-
-    def take_laid_out(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
-        out = np.empty((len(base), len(grid) * run), x.dtype)
-        k(np.ascontiguousarray(x).reshape(-1), base, grid, run, out)
-        return out
-
-    return functools.partial(plan.run, take_laid_out)
+    layout = _layout(shape, plan.starts, plan.sizes)
+    return functools.partial(plan.run, lambda x, starts, sizes: _take_laid_out(x, *layout))
 
 
 def put(out: np.ndarray, starts: np.ndarray, sizes: Sequence[int], values: np.ndarray,

@@ -192,9 +192,9 @@ class _Writer:
         vals = [self.folded_values[(prefix, i)] for i in order]
         with np.errstate(all="ignore"):
             out = reference.evaluate(alone(g, n), vals)[0]
-        value = np.array(out, dtypes.to_numpy(n.type.dtype), order="C")  # (0-d stays 0-d)
-        self.folded_values[key] = value
-        self.folded[key] = self.bind(f"const_{prefix}{n.id}", self.constant(value.copy()))
+        value = np.require(out, dtypes.to_numpy(n.type.dtype), "C")  # (0-d stays 0-d)
+        self.folded_values[key] = value  # (read-only from here: what the program holds)
+        self.folded[key] = self.bind(f"const_{prefix}{n.id}", self.constant(value))
         return self.folded[key]
 
     # ---- functions
