@@ -39,6 +39,8 @@ def expected_trace() -> gx.Trace:
 
 def wait_for_stage(root, k: int) -> None:  # type: ignore[no-untyped-def]
     root.locator(f'.gx-chip.gx-current[data-index="{k}"]').wait_for(timeout=20_000)
+    root.page.wait_for_function(  # the stage's view has come from Python
+        "() => !document.querySelector('.gx-root.gx-stale')", timeout=20_000)
     root.page.wait_for_timeout(150)  # the svg swap follows in the same frame; let it paint
 
 

@@ -48,7 +48,9 @@ def current(root) -> int:  # type: ignore[no-untyped-def]
 
 def wait_for_stage(page, k: int) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_function(
-        "k => document.querySelector('.gx-root .gx-chip.gx-current')?.dataset.index == String(k)",
+        "k => document.querySelector('.gx-root .gx-chip.gx-current')?.dataset.index == String(k)"
+        # and the stage's view has come from the kernel (until then the counts read "…")
+        " && !document.querySelector('.gx-root.gx-stale')",
         arg=k, timeout=20_000)
     page.wait_for_timeout(150)  # the svg swap follows in the same frame; let it paint
 
