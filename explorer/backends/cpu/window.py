@@ -1,7 +1,8 @@
 """Pooling (reduce_window_sum/max/min) and the max-pool gradient (select_and_scatter_add) of
 rank-4 arrays as numba loops. Pooling: for each window offset, a pass over every output
 position folding in that offset's element, parallel over the first two dimensions, the last
-dimension innermost (contiguous in the input and the result, so the fold vectorizes). The
+dimension innermost; where the last dimension is not windowed (NHWC images), over flat runs
+of a row (contiguous in the input and the result, so the fold vectorizes). The
 op rows' NumPy reference folds one dimension at a time with a copy of a strided view per
 step; a CNN's 2x2 max pool of 64x32x32x16 took 0.7 ms that way.
 Other ranks, base dilation and empty results keep the reference.
@@ -35,10 +36,9 @@ def _loops() -> dict[str, Any]:
 
     def make(combine, parallel):  # noqa: ANN001, ANN202
         @njit(parallel=parallel, cache=True, error_model="numpy")
-        def fold(x, out, window, strides, low, dilation, identity, plain_last):  # noqa: ANN001, ANN202
+        def fold(x, out, window, strides, low, dilation, identity):  # noqa: ANN001, ANN202
             # per output row (first two dimensions) and window offset, the input folded into
-            # the row; with the last dimension unwindowed (a pool over NHWC images) that is
-            # one contiguous run of the input, and the fold vectorizes
+            # the row, element by element
             n0, n1, n2, n3 = out.shape
             for t in prange(n0 * n1):
                 a, b = t // n1, t % n1
@@ -58,10 +58,6 @@ def _loops() -> dict[str, Any]:
                                 xc = c * strides[2] - low[2] + k * dilation[2]
                                 if xc < 0 or xc >= x.shape[2]:
                                     continue
-                                if plain_last:
-                                    for e in range(n3):
-                                        out[a, b, c, e] = combine(out[a, b, c, e], x[xa, xb, xc, e])
-                                    continue
                                 for m in range(window[3]):
                                     for e in range(n3):
                                         xe = e * strides[3] - low[3] + m * dilation[3]
@@ -69,7 +65,38 @@ def _loops() -> dict[str, Any]:
                                             out[a, b, c, e] = combine(out[a, b, c, e],
                                                                       x[xa, xb, xc, xe])
 
-        return fold
+        @njit(parallel=parallel, cache=True, error_model="numpy")
+        def fold_rows(x, out, window, strides, low, dilation, identity):  # noqa: ANN001, ANN202
+            # the last dimension unwindowed (a pool over NHWC images): an output row (first
+            # two dimensions) and an input row as flat runs, and for each window offset the
+            # input's run at one position folded into the output's: contiguous, so the fold
+            # vectorizes (a CNN's 2x2 max pool of 64x32x32x16: 1.1 ms element by element,
+            # 0.6 ms this way, XLA 0.7 to 0.8 ms)
+            n0, n1, n2, n3 = out.shape
+            rows = x.reshape(x.shape[0], x.shape[1], x.shape[2] * n3)
+            flat = out.reshape(n0, n1, n2 * n3)
+            for t in prange(n0 * n1):
+                a, b = t // n1, t % n1
+                row = flat[a, b]
+                row[:] = identity
+                for i in range(window[0]):
+                    xa = a * strides[0] - low[0] + i * dilation[0]
+                    if xa < 0 or xa >= x.shape[0]:
+                        continue
+                    for j in range(window[1]):
+                        xb = b * strides[1] - low[1] + j * dilation[1]
+                        if xb < 0 or xb >= x.shape[1]:
+                            continue
+                        src = rows[xa, xb]
+                        for k in range(window[2]):
+                            for c in range(n2):
+                                xc = c * strides[2] - low[2] + k * dilation[2]
+                                if 0 <= xc < x.shape[2]:
+                                    at, base = c * n3, xc * n3
+                                    for e in range(n3):
+                                        row[at + e] = combine(row[at + e], src[base + e])
+
+        return fold, fold_rows
 
     @njit(inline="always")
     def _add(p, q):  # noqa: ANN001, ANN202
@@ -213,7 +240,8 @@ def _pool(name: str) -> Any:
         parallel = out.size * math.prod(window_dimensions) >= PARALLEL_MIN
         plain_last = (window_dimensions[3], window_strides[3], padding[3][0], padding[3][1],
                       (window_dilation or (1,) * 4)[3]) == (1, 1, 0, 0, 1)
-        _loops()[monoid, parallel](np.ascontiguousarray(x), out, *ints, identity, plain_last)
+        fold, fold_rows = _loops()[monoid, parallel]
+        (fold_rows if plain_last else fold)(np.ascontiguousarray(x), out, *ints, identity)
         return out
 
     return pool
