@@ -523,3 +523,58 @@ def test_a_gather_at_indices_computed_ahead_is_laid_out_when_the_program_is_made
     want = np.asarray(fn(jnp.asarray(x)))
     for _ in range(2):
         np.testing.assert_allclose(p.fn(x)[0], want, rtol=1e-6)
+
+
+def test_a_scans_input_projection_runs_once_before_the_loop() -> None:
+    """x @ W of the step's row and a constant reads no carry: loops.hoisted computes it for
+    every step at once before the loop (rows of rank 2 and 1, forward and reverse, an empty
+    scan), the loop reads its row, and the results are those of the per-iteration body."""
+    from explorer.backends.cpu import loops
+
+    def vector_rnn(w: jax.Array, u: jax.Array, xs: jax.Array) -> tuple:  # rank-1 rows
+        return jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x @ u), h), jnp.zeros(5), xs)
+
+    cases = [(_rnn, RNN_ARGS), (vector_rnn, (_f32(5, 5), _f32(3, 5), _f32(7, 3))),
+             (vector_rnn, (_f32(5, 5), _f32(3, 5), _f32(0, 3)))]
+    for fn, args in cases:
+        t = gx.explore(fn, *args)
+        exe = cpu_backend.CpuProgram(t.final.graph)
+        (loop,) = exe.program.loops
+        assert loop.ok, loop.reason
+        assert len(loops.hoisted(loop.node)) == 1  # the input projection, not h @ wh
+        assert "one product over all steps" in loop.source and "before the loop" in loop.source
+        flat = exe.prepare(t.flat_args(args))
+        got = exe.execute(flat)
+        fn_ = loop.fn
+        loop.fn = None  # the per-iteration body
+        want = exe.execute(flat)
+        loop.fn = fn_
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(fn(*args))):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    # a product larger than HOIST_MAX_BYTES stays in the loop
+    t = gx.explore(_rnn, *RNN_ARGS)
+    (loop,) = cpu_backend.CpuProgram(t.final.graph).program.loops
+    saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 9 * 4 * 6 * 4 - 1
+    try:
+        assert loops.hoisted(loop.node) == {}
+        assert "before the loop" not in loops.generate_scan(loop.node, "")[0]
+    finally:
+        loops.HOIST_MAX_BYTES = saved
+
+
+def test_the_memory_plan_counts_a_scans_products_before_the_loop() -> None:
+    from explorer.analysis import memory
+    from explorer.backends.cpu import loops
+
+    t = gx.explore(_rnn, *RNN_ARGS)
+    g = t.final.graph
+    (scan,) = [n for n in g.nodes if n.op == "scan"]
+    assert loops.hoisted_bytes(scan) == 9 * 4 * 6 * 4  # length x the (4, 6) f32 product
+    saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 0
+    try:
+        without = memory.plan(g, "cpu").peak_bytes
+    finally:
+        loops.HOIST_MAX_BYTES = saved
+    assert memory.plan(g, "cpu").peak_bytes >= without + 9 * 4 * 6 * 4 - 4 * 6 * 4

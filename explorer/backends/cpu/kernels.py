@@ -300,8 +300,13 @@ def runs_body(n: Node) -> bool:
 
 
 def cpu_workspace(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
-    """The NumPy ops' temporaries, and a generated kernel's accumulators (`red`, `partial`)
-    and contiguous copies of its strided inputs (_dense)."""
+    """The NumPy ops' temporaries, a generated kernel's accumulators (`red`, `partial`)
+    and contiguous copies of its strided inputs (_dense), and the products a compiled scan
+    makes before its loop (loops.hoisted), held until the loop ends."""
+    if n.op == "scan":
+        from .loops import hoisted_bytes  # (loops.py builds on this module)
+
+        return workspace_bytes(g, n, contiguous) + hoisted_bytes(n)
     if n.op != "kernel":
         return workspace_bytes(g, n, contiguous)
     code = _code_of(n.attrs["body"])
