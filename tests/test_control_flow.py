@@ -307,6 +307,23 @@ def test_reference_runs_reverse_scan_like_jax() -> None:
     assert_outputs_close(_leaves(reverse_cumsum(xs)), evaluate(g, [xs]), "reverse")
 
 
+def test_scan_counts_from_either_jax_form() -> None:
+    """JAX up to 0.10 states a scan's constant and carry counts; 0.11 gives the operands'
+    structure (`ft_in`, groups: constants, carries, scanned inputs) instead. Both read alike
+    (with 0.11 the rnn programs failed to trace: KeyError 'num_consts')."""
+    from explorer.frontend.jax_control import _scan_counts
+
+    class Groups:  # JAX 0.11's FlatTree, as far as the converter reads it
+        def unpack(self):  # noqa: ANN202
+            return (["W", "b"], ["h"], ["xs", "ys", "zs"])
+
+    assert _scan_counts({"num_consts": 2, "num_carry": 1}) == (2, 1)
+    assert _scan_counts({"ft_in": Groups()}) == (2, 1)
+    eqn = jax.make_jaxpr(lambda w, h, xs: lax.scan(lambda c, x: (c @ w + x, c.sum()), h, xs))(
+        np.eye(3, dtype=np.float32), np.zeros(3, np.float32), np.ones((5, 3), np.float32)).eqns[-1]
+    assert _scan_counts(eqn.params) == (1, 1)
+
+
 def test_gpu_backend_imports_and_skips_cleanly() -> None:
     from explorer.backends import gpu  # noqa: F401  (imports without CuPy)
 

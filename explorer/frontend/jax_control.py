@@ -35,11 +35,22 @@ def _region(cv: Converter, op: str, ins: Sequence[int], attrs: dict[str, Any],
     return [cv.add("get_tuple_element", [nid], {"index": k}, source) for k in wanted]
 
 
+def _scan_counts(params: dict[str, Any]) -> tuple[int, int]:
+    """How many of a scan's operands are constants and how many carries: JAX up to 0.10
+    states them (num_consts, num_carry); from 0.11 the operands' structure `ft_in` does, a
+    flat tree of three groups (constants, carries, scanned inputs)."""
+    if "num_consts" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)
+
+
 @handles("scan")
 def _scan(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     p = eqn.params
+    num_consts, num_carry = _scan_counts(p)
     attrs = {"length": int(p["length"]), "reverse": bool(p["reverse"]),
-             "num_consts": int(p["num_consts"]), "num_carry": int(p["num_carry"]),
+             "num_consts": num_consts, "num_carry": num_carry,
              "body": cv.region(p["jaxpr"], "scan_body", source)}
     return _region(cv, "scan", ins, attrs, source, range(len(eqn.outvars)))
 
