@@ -14,6 +14,7 @@ form raises `PlanError`, and the backend runs it node by node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir import dtypes
@@ -294,3 +295,25 @@ def flatten(body: Graph) -> Graph:
         else:
             env[n.id] = b.add(n.op, [env[i] for i in n.inputs], n.attrs, n.source)
     return b.build([env[o] for o in body.outputs])
+
+
+def fused_body_peak(body: Graph, generate: Callable[[MapReducePlan, str], object],
+                    backend: str) -> int | None:
+    """The planned peak of a split body run as a fused map-reduce kernel by `backend` (its
+    pre part with the values it hands on, the kernel's outputs, its post part: an upper
+    bound, summed), or None when the body does not have the form or `generate`, the
+    backend's kernel writer, refuses it. The CPU and GPU backends declare this to the
+    planner as their `loop_body`: their chunks hold no [I, J] value, so they can be larger."""
+    from ..analysis.memory import plan
+
+    try:
+        p = plan_mapreduce(body)
+        generate(p, "probe")  # the generator may refuse what the plan accepts
+    except PlanError:
+        return None
+    pre = plan(Graph(p.pre.nodes, p.pre.params, (), p.pre.name), backend).peak_bytes
+    handed = sum(p.flat[i].type.nbytes for i in set(p.pre.outputs)  # type: ignore[union-attr]
+                 if p.flat[i].op != "parameter")
+    outs = sum(p.out_type(o).nbytes for o in p.outs)
+    post = plan(p.post, backend).peak_bytes + sum(p.flat[o].type.nbytes for o in p.post.outputs)  # type: ignore[union-attr]
+    return pre + handed + outs + post

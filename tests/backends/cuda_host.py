@@ -181,9 +181,14 @@ class HostFusedBody(gpu_mapreduce.GpuFusedBody):
         return np
 
     def launch(self, args: Sequence[Any]) -> None:
-        fn = build(self.code.source)
-        ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
-        fn(ptrs, ctypes.c_long(self.code.rows), ctypes.c_uint(gpu_mapreduce.THREADS))
+        threads = gpu_mapreduce.THREADS
+        if self.code.lanes > 1:  # a warp per row, folding by shuffles: a block's threads as threads
+            blocks = (self.code.threads + threads - 1) // threads
+            host_call(build_module(self.code.source), threads)(self.code.name, (blocks,), list(args))
+        else:
+            fn = build(self.code.source)
+            ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
+            fn(ptrs, ctypes.c_long(self.code.rows), ctypes.c_uint(threads))
         HostFusedBody.launches += 1
 
 

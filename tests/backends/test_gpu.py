@@ -95,6 +95,7 @@ def test_generated_source_is_balanced_and_names_every_argument(name: str) -> Non
         for k in range(len(code.accesses)):
             assert f"a{k}" in code.in_params
         body = code.operation or code.preamble
+        assert not _undefined_values(code.preamble), code.preamble
         assert all(line.rstrip().endswith((";", "{", "}")) for line in body.splitlines() if line.strip())
 
 
@@ -160,3 +161,75 @@ def test_the_zoo_runs_as_one_generated_program_on_gpu(name: str) -> None:
     got = t.run(backend="gpu")
     assert_outputs_close(want, jax.tree_util.tree_leaves(got.value), name)
     assert got.program is not None and "GPU backend" in got.program
+
+
+@needs_gpu
+def test_compile_on_gpu_takes_host_arrays_and_pytrees() -> None:
+    """gx.compile's call moves the user's host arrays to the device (a call once passed them
+    to CuPy as they were: 'expected cupy ndarray, got numpy.ndarray')."""
+    rng = np.random.default_rng(0)
+    p = {"w": rng.standard_normal((8, 4)).astype(np.float32), "b": np.zeros(4, np.float32)}
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+
+    def loss(p, x):  # noqa: ANN001, ANN202
+        return jnp.mean(jax.nn.relu(x @ p["w"] + p["b"]) ** 2)
+
+    f = gx.compile(jax.grad(loss), backend="gpu")
+    got, want = f(p, x), jax.grad(loss)(p, x)
+    for k in want:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-4, atol=1e-6)
+
+
+def _undefined_values(source: str) -> set[str]:
+    """Value names (v<id>) a generated __device__ function reads but does not define."""
+    import re
+
+    missing: set[str] = set()
+    for body in re.findall(r"__device__ \w+ \w+\([^)]*\) \{\n(.*?)\n\}", source, re.S):
+        defined = set(re.findall(r"\b(v\d+) =", body))
+        missing |= set(re.findall(r"\bv\d+\b", body)) - defined
+    return missing
+
+
+def test_a_constant_both_phases_read_is_defined_in_each_device_function() -> None:
+    """One constant (CSE merged the two 3.0s) read by the prologue and by the epilogue: the
+    epilogue's __device__ function defines it too (found by the differential fuzz on an
+    H200: NVRTC 'identifier "v2" is undefined' for an imported HLO `add(reduce, 0)`)."""
+    x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    t = gx.explore(lambda x: jnp.sum(x * 3.0, 1) * 3.0, x)
+    (k,) = kernels_of(t.final.graph)
+    code = generate(plan_kernel(k.attrs["body"]), "k")
+    assert code.kind == "reduction" and "_post" in code.preamble
+    assert not _undefined_values(code.preamble), code.preamble
+
+
+def test_a_zero_d_negative_zero_keeps_its_sign_on_the_way_to_the_device() -> None:
+    """CuPy 14.2's asarray of a 0-d host array turns -0.0 into +0.0 (seen on an H200, found by
+    the differential fuzz: `x / -0.0` gave +inf on the GPU backend); `to_device` sends 0-d
+    values as one-element copies. Here a stand-in module with that behaviour."""
+    from explorer.backends.gpu.program import to_device
+
+    class Device:  # CuPy's asarray, as it treats a 0-d -0.0
+        ndarray = type("ndarray", (np.ndarray,), {})
+
+        @staticmethod
+        def asarray(a):  # noqa: ANN001, ANN205
+            a = np.array(a)
+            return (np.abs(a) if a.ndim == 0 and a == 0 else a).view(Device.ndarray)
+
+    assert not np.signbit(Device.asarray(np.float32(-0.0)))  # (the stand-in has the bug)
+    for value in (np.float32(-0.0), np.array(-0.0), -0.0):
+        out = to_device(Device, value)
+        assert out.shape == () and np.signbit(out)
+    assert to_device(Device, np.array([-0.0, 1.0], np.float32)).shape == (2,)
+    assert to_device(Device, np.array(-0.0), np.float32).dtype == np.float32
+
+
+@needs_gpu
+def test_division_by_negative_zero_on_gpu() -> None:
+    x = np.array([4.0, -2.0, 0.5], np.float32)
+    t = gx.explore(lambda x, z: (x / jnp.float32(-0.0), x * z), x, np.float32(-0.0))
+    for stage in (0, len(t.stages) - 1):
+        a, b = t.run(backend="gpu", stage=stage).value
+        np.testing.assert_array_equal(a, [-np.inf, np.inf, -np.inf])
+        assert np.signbit(b).tolist() == [True, False, True]

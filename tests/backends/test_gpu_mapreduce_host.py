@@ -98,6 +98,34 @@ def test_special_values_fold_as_the_reference_does_on_the_host() -> None:
             np.testing.assert_allclose(h, w, rtol=1e-5, atol=1e-6)
 
 
+def test_sums_and_maxima_fold_a_warp_per_row_with_nan_and_inf_where_the_reference_has_them() -> None:
+    """Folds that combine across threads (sum, dot, max) run a warp per row: its lanes stride
+    over j and their accumulators meet by shuffles. A NaN or inf that one lane (not lane 0)
+    sees reaches the result; rows and columns are not multiples of the warp or block."""
+    import jax.numpy as jnp
+
+    from explorer.backends.gpu import mapreduce as gpu_mapreduce
+
+    rng = np.random.default_rng(4)
+    x, y, v = rng.standard_normal((45, 3)), rng.standard_normal((77, 3)), rng.standard_normal(77)
+    x[3, 1], y[37, 2], v[70] = np.nan, np.inf, np.inf
+
+    def fn(x: Any, y: Any, v: Any) -> Any:
+        s = jnp.exp(-jnp.sum((x[:, None] - y[None]) ** 2, -1))
+        return jnp.max(s * 2.0, 1), s @ v, jnp.sum(jnp.sqrt(s + 1.0), 1)
+
+    tr = gx.explore(fn, x, y, v, memory_limit=8192)
+    bodies = _loop_bodies(tr.final.graph)
+    assert bodies and all(gpu_mapreduce.generate(plan_mapreduce(b), "k").lanes == 32 for b in bodies)
+    ref = NumpyInterpreter(tr.final.graph)
+    prepared = ref.prepare((x, y, v))
+    before = HostFusedBody.launches
+    got = HostCudaInterpreter(tr.final.graph).evaluate(prepared)
+    assert HostFusedBody.launches > before
+    for w, h in zip(ref.evaluate(prepared), got):
+        np.testing.assert_allclose(np.asarray(h), np.asarray(w), rtol=1e-6, atol=1e-7)  # (float32)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc here")
 @pytest.mark.parametrize("key", [k for k in PROGRAMS if not isinstance(PROGRAMS[k], int)]
                          + ["memory seed 0", "memory seed 1", "memory seed 2"])

@@ -16,6 +16,7 @@ import pytest
 
 import explorer as gx
 from explorer.analysis.cost import graph_cost
+from explorer.backends import registry
 from explorer.backends.reference import evaluate
 from explorer.frontend.jax import trace
 from explorer.ir import Graph, parse
@@ -291,7 +292,11 @@ def test_few_features_are_computed_wider(dtype: str, features: int, wide: str | 
         assert after[after.outputs[0]].dtype == dtype
 
 
-@pytest.mark.parametrize("backend", ["reference", "cpu", "jax"])
+_GPU = registry.unavailable_reason("gpu")
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "jax", pytest.param(
+    "gpu", marks=pytest.mark.skipif(_GPU is not None, reason=f"GPU backend unavailable: {_GPU}"))])
 def test_nearest_neighbours_are_those_of_the_naive_program(backend: str) -> None:
     """kNN over points far from the origin next to their spacing (|a|^2 about 3e4, distances
     about 1e-4): the float32 quadratic form cancels all of its digits there, so only the

@@ -139,7 +139,15 @@ def test_a_run_message_uses_the_choices_the_front_end_wrote_back(toy_trace):
     assert [r["key"] for r in w.run_rows] == ["1:jax"]
 
 
-def test_a_failing_backend_is_a_row_not_a_crash(toy_trace):
+def test_a_failing_backend_is_a_row_not_a_crash(toy_trace, monkeypatch):
+    from explorer.backends import registry
+
+    if registry.unavailable_reason("gpu") is None:  # a GPU here: its compile fails on purpose
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("gpu compile broken by the test")
+
+        monkeypatch.setattr(type(registry.get("gpu")), "compile", broken)
     w = toy_trace.widget()
     [row] = w.run(["gpu"], baselines=False)
     assert row["ok"] is None and "gpu" in row["error"] and row["seconds"] is None

@@ -27,7 +27,7 @@ from ...ir import dtypes
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS, dot_dims
 from ..kernel_plan import PlanError
-from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
+from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, fused_body_peak, plan_mapreduce
 from . import vector_math
 from .kernel_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, np_type, scalar
 
@@ -458,22 +458,9 @@ class FusedBody:
 
 @functools.lru_cache(maxsize=256)
 def body_peak(body: Graph) -> int | None:
-    """The planned peak of a split body run as a fused map-reduce kernel (its pre part with
-    the values it hands on, the kernel's outputs, its post part: an upper bound, summed), or
-    None when the body does not have the form (the CPU backend declares this to the planner)."""
-    from ...analysis.memory import plan
-
-    try:
-        p = plan_mapreduce(body)
-        generate(p, "probe")  # the generator may refuse what the plan accepts
-    except PlanError:
-        return None
-    pre = plan(Graph(p.pre.nodes, p.pre.params, (), p.pre.name), "cpu").peak_bytes
-    handed = sum(p.flat[i].type.nbytes for i in set(p.pre.outputs)  # type: ignore[union-attr]
-                 if p.flat[i].op != "parameter")
-    outs = sum(p.out_type(o).nbytes for o in p.outs)
-    post = plan(p.post, "cpu").peak_bytes + sum(p.flat[o].type.nbytes for o in p.post.outputs)  # type: ignore[union-attr]
-    return pre + handed + outs + post
+    """The planned peak of a split body run as this module's fused kernel, or None when the
+    body does not have the form (the CPU backend declares this to the planner)."""
+    return fused_body_peak(body, generate, "cpu")
 
 
 def compile_body(body: Graph, name: str) -> FusedBody | None:

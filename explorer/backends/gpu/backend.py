@@ -40,8 +40,8 @@ from ..reference import check_args
 from ..registry import Backend, Run, Step, register
 from ..result import Kernel
 from .codegen import GpuKernelCode, generate
-from .mapreduce import compile_body
-from .program import device_op, generate_program
+from .mapreduce import body_peak, compile_body
+from .program import device_op, generate_program, to_device
 from .reduce import THREADS, GpuGridCode, GpuRowCode, generate_grid, generate_rows, is_grid, launch, listing
 
 
@@ -107,7 +107,7 @@ class GpuKernel:
         t0 = time.perf_counter()
         if self.code is None:
             cp = _cp()
-            out = cp.asarray(reference.evaluate(self.body, [cp.asnumpy(v) for v in vals])[0])
+            out = to_device(cp, reference.evaluate(self.body, [cp.asnumpy(v) for v in vals])[0])
         else:
             out = self._launch(vals)
         if self.timed:
@@ -262,7 +262,7 @@ class GpuInterpreter(Interpreter):
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         cp = _cp()
-        return [cp.asarray(a) for a in check_args(self.graph, args)]
+        return [to_device(cp, a) for a in check_args(self.graph, args)]
 
     def execute(self, prepared: Sequence[Any]) -> list[Any]:
         outs = self.evaluate(prepared)
@@ -308,7 +308,7 @@ class GpuProgram:
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         cp = _cp()
-        return [cp.asarray(a) for a in check_args(self.graph, args)]
+        return [to_device(cp, a) for a in check_args(self.graph, args)]
 
     def execute(self, prepared: Sequence[Any]) -> list[Any]:
         if self.program is None:
@@ -318,7 +318,10 @@ class GpuProgram:
         sync()
         return outs
 
-    call = execute  # gx.compile's call
+    def call(self, flat: Sequence[Any]) -> list[Any]:
+        """gx.compile's call: the user's (host or device) arrays moved to the device, then
+        the program."""
+        return self.execute(self.prepare(flat))
 
     def stepped(self, prepared: Sequence[Any], after_step: Any) -> list[Any]:
         if self.program is None:
@@ -385,8 +388,8 @@ def measure(graph: Graph, device_args: Sequence[Any], run: Any, kernels: Sequenc
 def _typed(n: Node, out: Any) -> Any:
     cp = _cp()
     if isinstance(n.type, TupleType):
-        return tuple(cp.asarray(o, dtypes.to_numpy(t.dtype)) for o, t in zip(out, n.type.elements))
-    return cp.asarray(out, dtypes.to_numpy(n.type.dtype))
+        return tuple(to_device(cp, o, dtypes.to_numpy(t.dtype)) for o, t in zip(out, n.type.elements))
+    return to_device(cp, out, dtypes.to_numpy(n.type.dtype))
 
 
 def unavailable_reason() -> str | None:
@@ -408,6 +411,7 @@ class GpuBackend(Backend):
     peak_how = GpuInterpreter.peak_how
     # CuPy's array functions allocate as NumPy's do (results and the same transients).
     temporaries = staticmethod(workspace_bytes)
+    loop_body = staticmethod(body_peak)  # a map-reduce body is one kernel (gpu/mapreduce.py)
 
     def unavailable_reason(self) -> str | None:
         return unavailable_reason()

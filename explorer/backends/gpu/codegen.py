@@ -203,14 +203,32 @@ def map_function(plan: KernelPlan, name: str) -> tuple[str, _Values]:
     return func, pro
 
 
+def _epilogue(plan: KernelPlan, vals: _Values) -> None:
+    """The epilogue's lines after the reduced value `v<id> = r`: first the prologue's 0-d
+    values it reads (a constant both phases use is computed once in the prologue, which is
+    another function on the device), then the epilogue itself."""
+    red = plan.reduce
+    assert red is not None
+    prologue = {n.id: n for n in plan.prologue}
+    need: set[int] = set()
+    stack = [i for n in plan.epilogue for i in n.inputs]
+    while stack:
+        i = stack.pop()
+        if i in prologue and i not in need:
+            need.add(i)
+            stack.extend(prologue[i].inputs)
+    vals.emit(tuple(n for n in plan.prologue if n.id in need))
+    vals.lines.append(f"const {c_type(red.dtype)} v{red.id} = r;")
+    vals.emit(plan.epilogue)
+
+
 def post_function(plan: KernelPlan, name: str) -> str | None:
     """The epilogue as `__device__ OT name_post(RT r)` when it reads only the reduced value
     and constants (mean's division); None when it reads an input (then `then_kernel`)."""
     red = plan.reduce
     assert red is not None
     rt, epi = c_type(red.dtype), _Values(plan, plan.out_shape)
-    epi.lines.append(f"const {rt} v{red.id} = r;")
-    epi.emit(plan.epilogue)
+    _epilogue(plan, epi)
     if epi.accesses:
         return None
     return (f"__device__ {c_type(plan.output.dtype)} {name}_post({rt} r) {{\n  "
@@ -223,8 +241,7 @@ def then_kernel(plan: KernelPlan, name: str) -> GpuKernelCode:
     red = plan.reduce
     assert red is not None
     then = _Values(plan, plan.out_shape)
-    then.lines.append(f"const {c_type(red.dtype)} v{red.id} = r;")
-    then.emit(plan.epilogue)
+    _epilogue(plan, then)
     then.lines.append(f"out0 = {then.of(plan.output.id)};")
     return GpuKernelCode("elementwise", f"{name}_epilogue",
                          f"{cupy_type(red.dtype)} r" + (", " + then.params() if then.params() else ""),

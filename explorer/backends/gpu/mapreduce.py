@@ -22,17 +22,38 @@ from ...ir import dtypes
 from ...ir.graph import Graph
 from ...ir.ops import dot_dims
 from ..kernel_plan import PlanError
-from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, plan_mapreduce
+from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, fused_body_peak, plan_mapreduce
 from .codegen import PREAMBLE, _expr, c_type, literal
 
-THREADS = 128  # threads per block: one row each
+THREADS = 128  # threads per block
+LANES = 32  # threads per row (one warp) where every fold combines across threads
+WARP_FOLDS = {"add": "{0} + {1}", "dot": "{0} + {1}", "max": "_max({0}, {1})",
+              "min": "_min({0}, {1})"}
 
 
 @dataclass(frozen=True)
 class GpuMapReduceCode:
     name: str
     source: str
-    rows: int  # threads to launch
+    rows: int  # rows of the result: threads to launch are rows * lanes
+    lanes: int = 1  # threads per row: 1, or a warp (LANES) striding over j
+
+    @property
+    def threads(self) -> int:
+        return self.rows * self.lanes
+
+
+def _warp_lanes(plan: MapReducePlan) -> int:
+    """LANES where every fold is a sum, dot, max or min of floats (their accumulators, double
+    or the float type, pass through warp shuffles and combine by the fold itself); 1 where a
+    fold keeps an order (argmax, top_k, the online softmax): one thread per row."""
+    for r in plan.reductions:
+        d = plan.flat[r.value].dtype
+        if r.kind not in WARP_FOLDS or not dtypes.is_float(d):
+            return 1
+        if r.kind in ("max", "min") and d not in ("f32", "f64"):
+            return 1
+    return LANES
 
 
 def _const(v: float, d: str) -> str:
@@ -108,7 +129,10 @@ class _Emitter:
 
 
 def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
-    """The CUDA source of the plan's kernel: thread i folds row i over j."""
+    """The CUDA source of the plan's kernel: thread i folds row i over j; or, where every
+    fold combines across threads (`_warp_lanes`), warp i does, its lanes striding over j
+    and their accumulators folded by shuffles at the end (a chunk of a few hundred rows
+    then still fills the device: 32 threads a row instead of one)."""
     name = re.sub(r"\W", "_", name)
     g = plan.flat
     arg = {leaf: f"in{k}" for k, leaf in enumerate(plan.leaves)}
@@ -133,6 +157,8 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
         return f"{out_name[o]}[{'i' if rank1 else f'i * {width_of[o]} + {f}'}]"
 
     width_of: dict[int, int] = {}
+    lanes = _warp_lanes(plan)
+    accs: list[tuple[str, str]] = []  # (accumulator, the fold that combines two of them)
     for k, r in enumerate(plan.reductions):
         x = g[r.value]
         t = c_type(x.dtype)
@@ -215,23 +241,36 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
                 width_of[r.outs[0]] = width(r.v)
                 for f in range(width(r.v)):
                     head.append(f"{acc} acc{k}_{f} = 0;")
+                    accs.append((f"acc{k}_{f}", WARP_FOLDS["dot"]))
                     loop.append(f"{ind}acc{k}_{f} = " + fold.format(
                         f"acc{k}_{f}", f"({acc}){xv} * ({acc}){vj(r.v, f)}") + ";")
                     tail.append(f"{out_at(r.outs[0], f, len(g[r.v].shape) == 1)} = acc{k}_{f};")
             else:
                 head.append(f"{acc} acc{k}_0 = {_const(ident, 'f64' if acc == 'double' else x.dtype)};")
+                accs.append((f"acc{k}_0", WARP_FOLDS.get(r.kind, "")))
                 loop.append(f"{ind}acc{k}_0 = " + fold.format(f"acc{k}_0", f"({acc}){xv}") + ";")
                 tail.append(f"{out_name[r.outs[0]]}[i] = acc{k}_0;")
-    lines = [PREAMBLE, f'extern "C" __global__ void {name}({", ".join(params)}) {{',
-             "  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;",
-             f"  if (i >= {nk}) return;"]
+    lines = [PREAMBLE, f'extern "C" __global__ void {name}({", ".join(params)}) {{']
+    if lanes == 1:
+        lines += ["  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;",
+                  f"  if (i >= {nk}) return;"]
+    else:  # (a whole warp has one row: it returns, or shuffles, together)
+        lines += [f"  const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) / {lanes};",
+                  f"  const int lane = threadIdx.x % {lanes};",
+                  f"  if (i >= {nk}) return;"]
     lines += ["  " + h for h in head]
-    lines.append(f"  for (long j = 0; j < {nr}; ++j) {{")
+    lines.append(f"  for (long j = {'0' if lanes == 1 else 'lane'}; j < {nr}; j += {lanes}) {{")
     lines += loop
     lines.append("  }")
+    if lanes > 1:
+        lines.append(f"  for (int d = {lanes // 2}; d > 0; d >>= 1) {{")
+        for a, fold in accs:
+            other = f"__shfl_down_sync(0xffffffffu, {a}, d)"
+            lines.append(f"    {a} = {fold.format(a, other)};")
+        lines += ["  }", "  if (lane != 0) return;"]
     lines += ["  " + t for t in tail]
     lines.append("}")
-    return GpuMapReduceCode(name, "\n".join(lines) + "\n", nk)
+    return GpuMapReduceCode(name, "\n".join(lines) + "\n", nk, lanes)
 
 
 class GpuFusedBody:
@@ -258,11 +297,11 @@ class GpuFusedBody:
         return cupy
 
     def launch(self, args: Sequence[Any]) -> None:
-        """The kernel over all rows: one thread each, in blocks of THREADS."""
+        """The kernel over all rows (one thread or one warp each), in blocks of THREADS."""
         if self.kernel is None:
             self.kernel = self.xp.RawKernel(self.code.source, self.code.name,
                                             options=("--std=c++14", "--fmad=false"))
-        blocks = (self.code.rows + THREADS - 1) // THREADS
+        blocks = (self.code.threads + THREADS - 1) // THREADS
         self.kernel((blocks,), (THREADS,), tuple(args))
 
     def evaluate(self, args: Sequence[Any], after_step: Any = None, consume: bool = False) -> list[Any]:
@@ -287,6 +326,13 @@ class GpuFusedBody:
     def compile_bodies(self) -> None:
         self.pre.compile_bodies()
         self.post.compile_bodies()
+
+
+def body_peak(body: Graph) -> int | None:
+    """The planned peak of a split body run as this module's kernel, or None when the body
+    does not have the form (the GPU backend declares this to the planner: such a body's
+    chunks hold no [I, J] value, so they are as large as the CPU backend's)."""
+    return fused_body_peak(body, generate, "gpu")
 
 
 def compile_body(body: Graph, name: str, child: Any,

@@ -39,6 +39,18 @@ deleted after its last use.{notes}"""
 '''
 
 
+def to_device(xp: Any, value: Any, dtype: Any = None) -> Any:
+    """`value` as an array of module `xp` (of `dtype` when given). A 0-d host value goes as a
+    one-element copy: CuPy 14.2's `asarray` of a 0-d array gives +0.0 for -0.0 (seen on an
+    H200: `x / c` with c = -0.0 gave +inf where JAX gives -inf), its 1-d copy keeps the bits."""
+    if isinstance(value, xp.ndarray) and xp is not np:
+        return value if dtype is None else value.astype(dtype, copy=False)
+    host = np.asarray(value, dtype)
+    if host.ndim == 0:
+        return xp.asarray(host.reshape(1)).reshape(())
+    return xp.asarray(host)
+
+
 def device_op(ref: Callable[..., Any], xp: Any) -> Callable[..., Any]:
     """Op reference `ref` on device arrays of module `xp`; where it fails there or leaves
     the device (scipy.special's functions), it runs on host copies and the result comes back
@@ -55,7 +67,9 @@ def device_op(ref: Callable[..., Any], xp: Any) -> Callable[..., Any]:
         if out is not None and host is None:  # (NumPy itself: a scalar is as good)
             return out
         back = ref(*[host(v) if host and isinstance(v, xp.ndarray) else v for v in vals], **attrs)
-        return tuple(map(xp.asarray, back)) if isinstance(back, tuple) else xp.asarray(back)
+        if isinstance(back, tuple):
+            return tuple(to_device(xp, b) for b in back)
+        return to_device(xp, back)
 
     run.__name__ = getattr(ref, "__name__", "op")
     return run
@@ -89,7 +103,7 @@ class GpuWriter(_Writer):
 
     def constant(self, value: np.ndarray) -> Any:
         """A value computed ahead goes to the device once, when the program is made."""
-        return self.xp.asarray(value)
+        return to_device(self.xp, value)
 
     def region(self, n: Node, target: str, ins: list[str], dying: Sequence[int],
                prefix: str) -> list[str]:
