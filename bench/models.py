@@ -206,6 +206,19 @@ def _close(got: Any, want: Any) -> bool:
     return True
 
 
+def jit_of(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[..., Any], Any]:
+    """jax.jit of `fn` (equinox.filter_jit where the arguments hold non-array leaves, an
+    equinox module's activation) and its result on `args`."""
+    jitted = jax.jit(fn)
+    try:
+        return jitted, jax.block_until_ready(jitted(*args))
+    except TypeError:
+        import equinox as eqx
+
+        jitted = eqx.filter_jit(fn)
+        return jitted, jax.block_until_ready(jitted(*args))
+
+
 def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
             columns: list[tuple[str, str, list[str] | None]]) -> dict[str, float | str]:
     """jax.jit's seconds, each column's gx.compile as a ratio to them (or why it has none),
@@ -218,14 +231,7 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
     after cpu" column shows whether a run saw it). A program with
     non-array leaves (an equinox module's activation) is jitted as equinox users do, with
     equinox.filter_jit."""
-    jitted = jax.jit(fn)
-    try:
-        want = jax.block_until_ready(jitted(*args))
-    except TypeError:
-        import equinox as eqx
-
-        jitted = eqx.filter_jit(fn)
-        want = jax.block_until_ready(jitted(*args))
+    jitted, want = jit_of(fn, args)
     calls = {"jax.jit": lambda: jax.block_until_ready(jitted(*args))}
     out: dict[str, float | str] = {}
     cpu = []
