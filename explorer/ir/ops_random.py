@@ -74,9 +74,9 @@ def _per_key(keys: np.ndarray, fn: Any, *rest: np.ndarray) -> np.ndarray:
     flat = keys.reshape(-1, KEY_WORDS)
     rest = [np.broadcast_to(r, batch).reshape(-1) for r in rest]
     outs = [fn(flat[j, 0], flat[j, 1], *(r[j] for r in rest)) for j in range(flat.shape[0])]
-    if not outs:
-        return np.zeros((*batch, *fn(np.uint32(0), np.uint32(0), *(np.uint32(0) for _ in rest))
-                         .shape), np.uint32)
+    if not outs:  # no keys: the draw's shape and type, from a draw of a zero key
+        probe = fn(np.uint32(0), np.uint32(0), *(np.uint32(0) for _ in rest))
+        return np.zeros((*batch, *probe.shape), probe.dtype)
     return np.stack(outs).reshape((*batch, *outs[0].shape))
 
 

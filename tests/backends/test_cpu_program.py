@@ -5,6 +5,8 @@ visible note, and calls that trace once per signature."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -340,6 +342,23 @@ def test_random_numbers_run_threefry_as_one_numba_loop_bit_for_bit(name: str) ->
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("batch", [(), (2, 3), (0,)])
+@pytest.mark.parametrize("shape", [(), (0,), (4, 5)])
+def test_draws_in_one_loop_equal_the_rows_for_any_keys_and_shape(batch, shape) -> None:  # noqa: ANN001
+    from explorer.backends.cpu import random
+
+    keys = np.random.default_rng(7).integers(0, 2**32, (*batch, 2), dtype=np.uint64).astype(np.uint32)
+    for width in (8, 16, 32, 64):
+        want = OPS["random_bits"].ref(keys, bit_width=width, shape=shape)
+        got = random.REFERENCES["random_bits"](keys, bit_width=width, shape=shape)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    want = OPS["random_split"].ref(keys, shape=shape)
+    got = random.REFERENCES["random_split"](keys, shape=shape)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 def test_dropout_and_normal_draws_match_jax_in_one_generated_kernel() -> None:
     """jax.random.normal's erf_inv and uniform's bitcast have numba forms: the dropout
     program's epilogue is one generated kernel, and its draws are JAX's, bit for bit."""
@@ -578,3 +597,30 @@ def test_the_memory_plan_counts_a_scans_products_before_the_loop() -> None:
     finally:
         loops.HOIST_MAX_BYTES = saved
     assert memory.plan(g, "cpu").peak_bytes >= without + 9 * 4 * 6 * 4 - 4 * 6 * 4
+
+
+def test_parallel_and_serial_builds_of_one_loop_have_their_own_cache_entries(tmp_path) -> None:  # noqa: ANN001
+    """numba's disk cache keys a function by name, line, types and closure, not by its
+    flags: without `cached_njit` a serial build loaded the parallel one saved before it (a
+    tiny im2col ran 80 us instead of 5). A fresh process compiles the parallel variant,
+    the next one asks for the serial one: a cache miss, not the parallel entry."""
+    import subprocess
+    import sys
+
+    (tmp_path / "loops.py").write_text(
+        "from numba import prange\n"
+        "from explorer.backends.cpu.numba_cache import cached_njit\n"
+        "def make(parallel):\n"
+        "    @cached_njit(parallel=parallel)\n"
+        "    def total(x):\n"
+        "        s = 0.0\n"
+        "        for i in prange(x.shape[0]):\n"
+        "            s += x[i]\n"
+        "        return s\n"
+        "    return total\n")
+    run = ("import sys, numpy as np, loops; f = loops.make({}); assert f(np.ones(9)) == 9.0; "
+           "print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))")
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[2]}"}
+    outs = [subprocess.run([sys.executable, "-c", run.format(p)], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for p in (True, False, False)]
+    assert outs == [["0", "1"], ["0", "1"], ["1", "0"]]  # (the third: the serial entry, cached)

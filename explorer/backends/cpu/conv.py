@@ -16,6 +16,7 @@ import numpy as np
 
 from ...ir.ops import OPS
 from .kernel_codegen import numba_takes
+from .numba_cache import cached_njit
 
 PARALLEL_MIN = 1 << 16  # window elements gathered at least before every core joins in
 SMALL = 1 << 18  # window elements few enough to gather whatever the shape
@@ -23,9 +24,9 @@ SMALL = 1 << 18  # window elements few enough to gather whatever the shape
 
 @functools.cache
 def _im2col(parallel: bool) -> Any:
-    from numba import njit, prange
+    from numba import prange
 
-    @njit(parallel=parallel, cache=True, error_model="numpy")
+    @cached_njit(parallel=parallel, error_model="numpy")
     def windows(x, cols, out_h, out_w, kh, kw, sh, sw, dh, dw, ph, pw):  # noqa: ANN001, ANN202
         n, h, w, c = x.shape
         flat = x.reshape(n, h, w * c)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...ir.ops_indexing import gather_plan, gather_with, scatter_with
 from .kernel_codegen import numba_takes
+from .numba_cache import cached_njit
 
 PARALLEL_MIN = 1 << 20  # elements read before a gather runs on every core
 
@@ -71,8 +72,8 @@ def _kernels() -> dict[str, Any]:
     def _mul(a, b):  # noqa: ANN001, ANN202
         return a * b
 
-    return {"take": njit(cache=True)(take_loop),
-            "take_parallel": njit(cache=True, parallel=True)(take_loop),
+    return {"take": cached_njit()(take_loop),
+            "take_parallel": cached_njit(parallel=True)(take_loop),
             "put": put_loop(_second), "add": put_loop(_add), "multiply": put_loop(_mul),
             "maximum": put_loop(_max), "minimum": put_loop(_min)}
 

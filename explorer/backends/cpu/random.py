@@ -1,43 +1,59 @@
 """JAX's random numbers in CPU programs: threefry2x32 as one numba loop (bit for bit the op
-rows' cipher, ir/ops_random.py), under the rows' own random_bits, random_split and
-random_fold_in. NumPy's cipher is 20 rounds of whole-array ufuncs: about 80 us a draw at
+rows' cipher, ir/ops_random.py); random_bits and random_split draw every key's words in one
+loop too (the counters computed in it), random_fold_in runs the row's own loop over keys
+with that cipher. NumPy's cipher is 20 rounds of whole-array ufuncs: about 80 us a draw at
 the sizes users paste (a dropout mask of 3x6 floats), against a few us in one loop.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 
-from ...ir.ops_random import with_cipher
+from ...ir import dtypes
+from ...ir.ops_random import KEY_WORDS, with_cipher
 
 _ROTATIONS = np.array([13, 15, 26, 6, 17, 29, 16, 24], np.uint32)
 
 
 @functools.cache
-def _loop() -> Any:
+def _loops() -> tuple[Any, Any]:
+    """(cipher, draws): the cipher elementwise over flat arrays, and a batch of keys' draws
+    (element i of key k: the cipher of (i >> 32, i & 0xFFFFFFFF), as the rows' _counts)."""
     from numba import njit
+
+    @njit(cache=True, error_model="numpy", inline="always")
+    def block(k1, k2, x1, x2, rot):  # noqa: ANN001, ANN202
+        ks = (k1, k2, np.uint32(k1 ^ k2 ^ np.uint32(0x1BD11BDA)))
+        a = np.uint32(x1 + ks[0])
+        b = np.uint32(x2 + ks[1])
+        for group in range(5):
+            for j in range(4):
+                r = rot[(group % 2) * 4 + j]
+                a = np.uint32(a + b)
+                b = np.uint32(np.uint32(b << r) | np.uint32(b >> (np.uint32(32) - r)))
+                b = np.uint32(a ^ b)
+            a = np.uint32(a + ks[(group + 1) % 3])
+            b = np.uint32(b + ks[(group + 2) % 3] + np.uint32(group + 1))
+        return a, b
 
     @njit(cache=True, error_model="numpy")
     def cipher(k1, k2, x1, x2, rot, o1, o2):  # noqa: ANN001, ANN202
         for i in range(x1.shape[0]):
-            ks = (k1[i], k2[i], np.uint32(k1[i] ^ k2[i] ^ np.uint32(0x1BD11BDA)))
-            a = np.uint32(x1[i] + ks[0])
-            b = np.uint32(x2[i] + ks[1])
-            for group in range(5):
-                for j in range(4):
-                    r = rot[(group % 2) * 4 + j]
-                    a = np.uint32(a + b)
-                    b = np.uint32(np.uint32(b << r) | np.uint32(b >> (np.uint32(32) - r)))
-                    b = np.uint32(a ^ b)
-                a = np.uint32(a + ks[(group + 1) % 3])
-                b = np.uint32(b + ks[(group + 2) % 3] + np.uint32(group + 1))
-            o1[i] = a
-            o2[i] = b
+            o1[i], o2[i] = block(k1[i], k2[i], x1[i], x2[i], rot)
 
-    return cipher
+    @njit(cache=True, error_model="numpy")
+    def draws(keys, rot, o1, o2):  # noqa: ANN001, ANN202
+        for k in range(keys.shape[0]):
+            for i in range(o1.shape[1]):
+                wide = np.uint64(i)
+                o1[k, i], o2[k, i] = block(keys[k, 0], keys[k, 1], np.uint32(wide >> np.uint64(32)),
+                                           np.uint32(wide & np.uint64(0xFFFFFFFF)), rot)
+
+    return cipher, draws
 
 
 def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -46,8 +62,37 @@ def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[np.ndarray, np.nda
     k1, k2, x1, x2 = (np.ascontiguousarray(v if v.shape == shape else np.broadcast_to(v, shape))
                       .reshape(-1) for v in arrays)
     o1, o2 = np.empty(x1.shape, np.uint32), np.empty(x1.shape, np.uint32)
-    _loop()(k1, k2, x1, x2, _ROTATIONS, o1, o2)
+    _loops()[0](k1, k2, x1, x2, _ROTATIONS, o1, o2)
     return o1.reshape(shape), o2.reshape(shape)
 
 
-REFERENCES = with_cipher(threefry2x32)
+def _draw(keys: Any, shape: Any) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Every key's cipher words over a flat iota of `shape`: (the keys' batch shape, the
+    words as [keys, elements] arrays), in one loop."""
+    keys = np.asarray(keys, np.uint32)
+    batch, n = keys.shape[:-1], math.prod(shape)
+    flat = np.ascontiguousarray(keys.reshape(-1, KEY_WORDS))
+    o1 = np.empty((flat.shape[0], n), np.uint32)
+    o2 = np.empty((flat.shape[0], n), np.uint32)
+    _loops()[1](flat, _ROTATIONS, o1, o2)
+    return batch, o1, o2
+
+
+def random_bits(keys: Any, bit_width: int, shape: Any) -> np.ndarray:
+    """The row's random_bits (ir/ops_random.py), its draws in one loop."""
+    batch, b1, b2 = _draw(keys, shape)
+    if bit_width == 64:
+        out = (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
+    else:
+        out = (b1 ^ b2).astype(dtypes.to_numpy(f"u{bit_width}"))
+    return out.reshape((*batch, *shape))
+
+
+def random_split(keys: Any, shape: Any) -> np.ndarray:
+    """The row's random_split: each key's new keys, their words drawn in one loop."""
+    batch, b1, b2 = _draw(keys, shape)
+    return np.stack([b1, b2], axis=-1).reshape((*batch, *shape, KEY_WORDS))
+
+
+# random_fold_in keeps the row's own loop over keys, with the compiled cipher
+REFERENCES = {**with_cipher(threefry2x32), "random_bits": random_bits, "random_split": random_split}

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...ir.ops import OPS
 from .kernel_codegen import numba_takes
+from .numba_cache import cached_njit
 
 # elements before the rows are spread over the cores (waking the threads costs about 0.1 ms)
 PARALLEL_MIN = 1 << 16
@@ -26,12 +27,12 @@ PARALLEL_MIN = 1 << 16
 
 @functools.cache
 def _select() -> dict[bool, Any]:
-    from numba import njit, prange
+    from numba import prange
 
     from .kernel_codegen import _tk_key
 
     def make(parallel: bool) -> Any:
-        @njit(parallel=parallel, cache=True)
+        @cached_njit(parallel=parallel)
         def select(x, k, idx):  # noqa: ANN001, ANN202
             rows, n = x.shape
             for r in prange(rows):

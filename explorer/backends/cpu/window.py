@@ -21,6 +21,7 @@ from ...ir.ops import OPS
 from ...ir.ops_window import window_out_shape
 from ...ir.traits import MONOIDS
 from .kernel_codegen import numba_takes
+from .numba_cache import cached_njit
 
 _OPS = {"reduce_window_sum": "add", "reduce_window_max": "max", "reduce_window_min": "min"}
 # window elements folded before the loop runs on every core (waking the threads costs about
@@ -35,7 +36,7 @@ def _loops() -> dict[str, Any]:
     from .kernel_codegen import _max, _min
 
     def make(combine, parallel):  # noqa: ANN001, ANN202
-        @njit(parallel=parallel, cache=True, error_model="numpy")
+        @cached_njit(parallel=parallel, error_model="numpy")
         def fold(x, out, window, strides, low, dilation, identity):  # noqa: ANN001, ANN202
             # per output row (first two dimensions) and window offset, the input folded into
             # the row, element by element
@@ -65,7 +66,7 @@ def _loops() -> dict[str, Any]:
                                             out[a, b, c, e] = combine(out[a, b, c, e],
                                                                       x[xa, xb, xc, xe])
 
-        @njit(parallel=parallel, cache=True, error_model="numpy")
+        @cached_njit(parallel=parallel, error_model="numpy")
         def fold_rows(x, out, window, strides, low, dilation, identity):  # noqa: ANN001, ANN202
             # the last dimension unwindowed (a pool over NHWC images): an output row (first
             # two dimensions) and an input row as flat runs, and for each window offset the
@@ -108,9 +109,9 @@ def _loops() -> dict[str, Any]:
 
 @functools.cache
 def _select_and_scatter(parallel: bool) -> Any:
-    from numba import njit, prange
+    from numba import prange
 
-    @njit(parallel=parallel, cache=True, error_model="numpy")
+    @cached_njit(parallel=parallel, error_model="numpy")
     def scatter(source, x, acc, window, strides, low, ge, fill):  # noqa: ANN001, ANN202
         # per window: its selected element (the first maximum for ge, minimum for le, a NaN
         # over a number; padding reads as `fill`), then the source value added there
@@ -145,7 +146,7 @@ def _select_and_scatter(parallel: bool) -> Any:
                         acc[at0, at1, at2, at3] += source[a, b, c, e]
 
     def rows(ge):  # noqa: ANN001, ANN202
-        @njit(parallel=parallel, cache=True, error_model="numpy")
+        @cached_njit(parallel=parallel, error_model="numpy")
         def scatter_rows(source, x, acc, window, strides, low, fill):  # noqa: ANN001, ANN202
             # the first and last dimensions unwindowed (a max pool over NHWC images): the
             # same selection for a whole row of the last dimension at once, with selects
