@@ -599,6 +599,67 @@ def test_the_memory_plan_counts_a_scans_products_before_the_loop() -> None:
     assert memory.plan(g, "cpu").peak_bytes >= without + 9 * 4 * 6 * 4 - 4 * 6 * 4
 
 
+def _loop_against_its_body(exe, t, args) -> None:  # noqa: ANN001
+    """Each compiled loop of `exe` gives what its per-iteration body gives, and JAX's values."""
+    flat = exe.prepare(t.flat_args(args))
+    got = exe.execute(flat)
+    saved = [(loop, loop.fn) for loop in exe.program.loops]
+    for loop, _ in saved:
+        loop.fn = None  # the per-iteration body
+    want = exe.execute(flat)
+    for loop, fn in saved:
+        loop.fn = fn
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_gradients_weight_sums_run_once_after_the_loop() -> None:
+    """An RNN gradient's backward scan adds h_prev^T @ delta and x^T @ delta to carries that
+    nothing else reads: loops.deferred stacks delta (one buffer for both) and the two
+    products run once after the loop, over every step's rows. Rows as the dot's left or
+    right operand, forward and reverse, an empty scan; a carry read elsewhere stays."""
+    from explorer.backends.cpu import loops
+
+    grad = jax.grad(lambda p, xs: _rnn(p, xs)[0].sum())
+
+    def right(w: jax.Array, xs: jax.Array, ds: jax.Array) -> jax.Array:  # delta^T @ x
+        def step(acc: jax.Array, xd: tuple) -> tuple:
+            x, d = xd
+            return acc + jnp.tanh(d @ w).T @ x, x.sum()
+        return jax.lax.scan(step, jnp.zeros((5, 3)), (xs, ds))
+
+    def read(w: jax.Array, xs: jax.Array, ds: jax.Array) -> jax.Array:  # the carry is read
+        def step(acc: jax.Array, xd: tuple) -> tuple:
+            x, d = xd
+            return acc + x.T @ jnp.tanh(d @ w), acc.sum()
+        return jax.lax.scan(step, jnp.zeros((3, 5)), (xs, ds), reverse=True)
+
+    for fn, args, n in [(grad, RNN_ARGS, 2), (right, (_f32(4, 5), _f32(7, 2, 3), _f32(7, 2, 4)), 1),
+                        (right, (_f32(4, 5), _f32(0, 2, 3), _f32(0, 2, 4)), 1),
+                        (read, (_f32(4, 5), _f32(7, 2, 3), _f32(7, 2, 4)), 0)]:
+        t = gx.explore(fn, *args)
+        exe = cpu_backend.CpuProgram(t.final.graph)
+        assert all(loop.ok for loop in exe.program.loops), [x.reason for x in exe.program.loops]
+        found = [loops.deferred(loop.node) for loop in exe.program.loops]
+        assert sum(map(len, found)) == n, found
+        if n:
+            (loop,) = [x for x, f in zip(exe.program.loops, found) if f]
+            assert "one product after the loop" in loop.source
+            assert loop.source.count("= np.empty((length,") == 1  # (one stacked value)
+        _loop_against_its_body(exe, t, args)
+        for g, w in zip(jax.tree_util.tree_leaves(exe.execute(exe.prepare(t.flat_args(args)))),
+                        jax.tree_util.tree_leaves(fn(*args))):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    t = gx.explore(grad, *RNN_ARGS)  # the stacked value counts in the memory plan
+    (back,) = [n for n in t.final.graph.nodes if n.op == "scan" and loops.deferred(n)]
+    assert loops.hoisted_bytes(back) >= 9 * 4 * 6 * 4  # length x the (4, 6) f32 delta
+    saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 9 * 4 * 6 * 4 - 1
+    try:
+        assert loops.deferred(back) == {}  # larger than HOIST_MAX_BYTES: stays in the loop
+    finally:
+        loops.HOIST_MAX_BYTES = saved
+
+
 def test_parallel_and_serial_builds_of_one_loop_have_their_own_cache_entries(tmp_path) -> None:  # noqa: ANN001
     """numba's disk cache keys a function by name, line, types and closure, not by its
     flags: without `cached_njit` a serial build loaded the parallel one saved before it (a
