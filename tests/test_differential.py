@@ -138,6 +138,22 @@ def test_an_amplified_difference_is_documented_and_another_is_not() -> None:
     assert not amplified(g, [ours[0] * 2], want, [a])  # not what our reference gives
 
 
+def test_a_nan_made_inside_the_program_and_ranked_by_top_k_is_seen() -> None:
+    """Fuzz program 166 takes top_k of sqrt(max(x)) over a row with negative maxima: the NaNs
+    are made inside (in no argument or output), and their sign, -NaN on x86 and +NaN from
+    CUDA, orders the indices: on an H200 the gpu backend's indices differed from JAX's on
+    the CPU. The harness finds such a NaN on the reference and documents the difference."""
+    from tests.fuzz_programs import make_program, nan_reaches_top_k
+
+    prog = make_program(166)
+    traced = gx.explore(prog.fn(), *prog.args, pipeline=[]).stages[0].graph
+    assert "top_k" in prog.source and nan_reaches_top_k(traced, prog.args)
+    assert not any(np.isnan(np.asarray(a, np.float64)).any() for a in prog.args)
+    fine = gx.explore(lambda x: jax.lax.top_k(x, 2)[1], np.arange(6, dtype=np.float32),
+                      pipeline=[]).stages[0].graph
+    assert not nan_reaches_top_k(fine, [np.arange(6, dtype=np.float32)])
+
+
 @pytest.mark.parametrize("seed", [457, 491, 577, 3156, 3429, 4397, 4815])
 def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int) -> None:
     """457: the euclidean rewrite's NaN for an infinite input, converted to int32 (0 against
