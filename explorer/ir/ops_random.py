@@ -147,14 +147,31 @@ register(OpDef("random_seed", OpKind.OTHER, 1, (), _seed_infer, _seed_ref, per_e
                lambda rng: ([rng.integers(-2**31, 2**31, size=(3,)).astype(np.int32)], {})))
 
 
-def _bits_ref(keys, bit_width, shape, cipher=threefry2x32):
-    def one(k1, k2):
-        b1, b2 = cipher(k1, k2, *_counts(shape))
-        if bit_width == 64:
-            return (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
-        return (b1 ^ b2).astype(dtypes.to_numpy(f"u{bit_width}"))
+def cipher_words(cipher: Any = threefry2x32) -> Any:
+    """`words(keys, shape)` through `cipher`, key by key: every key's two cipher words over a
+    flat iota of `shape` (element i: the cipher of (i >> 32, i & 0xFFFFFFFF)), as the keys'
+    batch shape and two [keys, elements] uint32 arrays. A backend may pass its own `words`
+    (one compiled loop, backends/cpu/random.py) to `with_cipher`."""
+    def words(keys: Any, shape: Sequence[int]) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+        keys = np.asarray(keys, np.uint32)
+        flat = keys.reshape(-1, KEY_WORDS)
+        hi, lo = _counts((int(np.prod(shape, dtype=np.int64)),))
+        w1 = np.empty((flat.shape[0], hi.size), np.uint32)
+        w2 = np.empty((flat.shape[0], hi.size), np.uint32)
+        for j in range(flat.shape[0]):
+            w1[j], w2[j] = cipher(flat[j, 0], flat[j, 1], hi, lo)
+        return keys.shape[:-1], w1, w2
 
-    return _per_key(np.asarray(keys, np.uint32), one)
+    return words
+
+
+def _bits_ref(keys, bit_width, shape, words=cipher_words()):
+    batch, b1, b2 = words(keys, shape)
+    if bit_width == 64:
+        out = (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
+    else:
+        out = (b1 ^ b2).astype(dtypes.to_numpy(f"u{bit_width}"))
+    return out.reshape((*batch, *shape))
 
 
 def _bits_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -184,12 +201,9 @@ register(OpDef("random_bits", OpKind.OTHER, 1, ("bit_width", "shape"), _bits_inf
                             {"bit_width": (8, 16, 32)[int(rng.integers(3))], "shape": (3, 5)})))
 
 
-def _split_ref(keys, shape, cipher=threefry2x32):
-    def one(k1, k2):
-        b1, b2 = cipher(k1, k2, *_counts(shape))
-        return np.stack([b1, b2], axis=-1)
-
-    return _per_key(np.asarray(keys, np.uint32), one)
+def _split_ref(keys, shape, words=cipher_words()):
+    batch, b1, b2 = words(keys, shape)
+    return np.stack([b1, b2], axis=-1).reshape((*batch, *shape, KEY_WORDS))
 
 
 def _split_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
@@ -219,12 +233,14 @@ def _fold_ref(keys, msgs, cipher=threefry2x32):
     return _per_key(keys, one, np.asarray(msgs))
 
 
-def with_cipher(cipher: Any) -> dict[str, Any]:
+def with_cipher(cipher: Any, words: Any = None) -> dict[str, Any]:
     """The references of the ops built on threefry2x32, computing the cipher with `cipher`
-    (a backend's compiled loop) instead of NumPy's ufuncs."""
+    (a backend's compiled loop) instead of NumPy's ufuncs, and every key's draw with `words`
+    (`cipher_words`'s form; by default `cipher` key by key)."""
+    words = words or cipher_words(cipher)
     return {"threefry2x32": cipher,
-            "random_bits": lambda keys, bit_width, shape: _bits_ref(keys, bit_width, shape, cipher),
-            "random_split": lambda keys, shape: _split_ref(keys, shape, cipher),
+            "random_bits": lambda keys, bit_width, shape: _bits_ref(keys, bit_width, shape, words),
+            "random_split": lambda keys, shape: _split_ref(keys, shape, words),
             "random_fold_in": lambda keys, msgs: _fold_ref(keys, msgs, cipher)}
 
 

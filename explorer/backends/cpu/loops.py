@@ -118,13 +118,13 @@ def hoisted(n: Node) -> dict[int, tuple[int, int]]:
     return found
 
 
-def deferred(n: Node) -> dict[int, tuple[int, int, int, bool]]:
+def deferred(n: Node) -> dict[int, tuple[int, int, int, int, bool]]:
     """The carries of scan `n` that only accumulate a product of the step's row of a scanned
     input and a step value, contracted over the row's first (batch) axis: an RNN gradient's
     dW += h_prev^T @ delta. Their sum over the steps is one product of every step's rows
     and every step's value, so the loop stacks the value and the product runs once after it:
     {carry index: (the add's id, the dot's id, the step value's id, the scanned input's index,
-    whether the row is the dot's left operand)} (the add's id first, then the rest)."""
+    whether the row is the dot's left operand)}."""
     a, body = n.attrs, n.attrs["body"]
     nc, nk = a["num_consts"], a["num_carry"]
     role = {p: k for k, p in enumerate(body.params)}
@@ -134,7 +134,7 @@ def deferred(n: Node) -> dict[int, tuple[int, int, int, bool]]:
             users[i] = users.get(i, 0) + 1
     for o in body.outputs:
         users[o] = users.get(o, 0) + 1
-    found: dict[int, tuple[int, int, int, bool]] = {}
+    found: dict[int, tuple[int, int, int, int, bool]] = {}
     for k in range(nk):
         o, carry = body[body.outputs[k]], body.params[nc + k]
         if o.op not in ("add", "add_any") or carry not in o.inputs or users.get(carry) != 1 \

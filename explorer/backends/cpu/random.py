@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ...ir import dtypes
 from ...ir.ops_random import KEY_WORDS, with_cipher
 
 _ROTATIONS = np.array([13, 15, 26, 6, 17, 29, 16, 24], np.uint32)
@@ -66,33 +65,16 @@ def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[np.ndarray, np.nda
     return o1.reshape(shape), o2.reshape(shape)
 
 
-def _draw(keys: Any, shape: Any) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """Every key's cipher words over a flat iota of `shape`: (the keys' batch shape, the
-    words as [keys, elements] arrays), in one loop."""
+def _words(keys: Any, shape: Any) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """ops_random.cipher_words's draw, every key's words in one loop (the counters made in
+    it): the rows' random_bits and random_split through it."""
     keys = np.asarray(keys, np.uint32)
-    batch, n = keys.shape[:-1], math.prod(shape)
+    n = math.prod(shape)
     flat = np.ascontiguousarray(keys.reshape(-1, KEY_WORDS))
     o1 = np.empty((flat.shape[0], n), np.uint32)
     o2 = np.empty((flat.shape[0], n), np.uint32)
     _loops()[1](flat, _ROTATIONS, o1, o2)
-    return batch, o1, o2
+    return keys.shape[:-1], o1, o2
 
 
-def random_bits(keys: Any, bit_width: int, shape: Any) -> np.ndarray:
-    """The row's random_bits (ir/ops_random.py), its draws in one loop."""
-    batch, b1, b2 = _draw(keys, shape)
-    if bit_width == 64:
-        out = (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
-    else:
-        out = (b1 ^ b2).astype(dtypes.to_numpy(f"u{bit_width}"))
-    return out.reshape((*batch, *shape))
-
-
-def random_split(keys: Any, shape: Any) -> np.ndarray:
-    """The row's random_split: each key's new keys, their words drawn in one loop."""
-    batch, b1, b2 = _draw(keys, shape)
-    return np.stack([b1, b2], axis=-1).reshape((*batch, *shape, KEY_WORDS))
-
-
-# random_fold_in keeps the row's own loop over keys, with the compiled cipher
-REFERENCES = {**with_cipher(threefry2x32), "random_bits": random_bits, "random_split": random_split}
+REFERENCES = with_cipher(threefry2x32, _words)

@@ -1,9 +1,10 @@
 """Fused map-reduce kernels for split loop bodies on the GPU backend: the CUDA twin of
-cpu_mapreduce.py, from the same plan (mapreduce_plan.py). One thread per row i loops over j,
-computes S[i, j] in registers and folds it into its accumulators (sums and products in
-double, max/min, argmax/argmin, top_k's sorted buffer, and softmax/logsumexp with a running
-maximum); the [I, J] chunk never exists. Inputs are C-contiguous device arrays indexed with
-the literal shapes of the body.
+cpu_mapreduce.py, from the same plan (mapreduce_plan.py). One thread per row i (or, where
+every fold is a float sum, dot, max or min, one warp whose lanes stride over j and combine
+by shuffles) loops over j, computes S[i, j] in registers and folds it into its accumulators
+(sums and products in double, max/min, argmax/argmin, top_k's sorted buffer, and
+softmax/logsumexp with a running maximum); the [I, J] chunk never exists. Inputs are
+C-contiguous device arrays indexed with the literal shapes of the body.
 
 This module only writes text (no CuPy needed): tests check the text; `compile_body` builds a
 `cupy.RawKernel` where CuPy is installed (backend.py calls it for split bodies).
@@ -27,8 +28,9 @@ from .codegen import PREAMBLE, _expr, c_type, literal
 
 THREADS = 128  # threads per block
 LANES = 32  # threads per row (one warp) where every fold combines across threads
-WARP_FOLDS = {"add": "{0} + {1}", "dot": "{0} + {1}", "max": "_max({0}, {1})",
-              "min": "_min({0}, {1})"}
+# how two accumulators of a fold combine: along j in a thread, and across a warp's lanes
+FOLD_EXPR = {"add": "{0} + {1}", "dot": "{0} + {1}", "max": "_max({0}, {1})",
+             "min": "_min({0}, {1})"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def _warp_lanes(plan: MapReducePlan) -> int:
     fold keeps an order (argmax, top_k, the online softmax): one thread per row."""
     for r in plan.reductions:
         d = plan.flat[r.value].dtype
-        if r.kind not in WARP_FOLDS or not dtypes.is_float(d):
+        if r.kind not in FOLD_EXPR or not dtypes.is_float(d):
             return 1
         if r.kind in ("max", "min") and d not in ("f32", "f64"):
             return 1
@@ -234,20 +236,19 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
         else:
             acc = "double" if dtypes.is_float(x.dtype) else t
             ident = {"add": 0.0, "dot": 0.0, "max": -math.inf, "min": math.inf}[r.kind]
-            fold = {"add": "{0} + {1}", "dot": "{0} + {1}", "max": "_max({0}, {1})",
-                    "min": "_min({0}, {1})"}[r.kind]
+            fold = FOLD_EXPR[r.kind]
             if r.kind == "dot":
                 assert r.v is not None
                 width_of[r.outs[0]] = width(r.v)
                 for f in range(width(r.v)):
                     head.append(f"{acc} acc{k}_{f} = 0;")
-                    accs.append((f"acc{k}_{f}", WARP_FOLDS["dot"]))
+                    accs.append((f"acc{k}_{f}", fold))
                     loop.append(f"{ind}acc{k}_{f} = " + fold.format(
                         f"acc{k}_{f}", f"({acc}){xv} * ({acc}){vj(r.v, f)}") + ";")
                     tail.append(f"{out_at(r.outs[0], f, len(g[r.v].shape) == 1)} = acc{k}_{f};")
             else:
                 head.append(f"{acc} acc{k}_0 = {_const(ident, 'f64' if acc == 'double' else x.dtype)};")
-                accs.append((f"acc{k}_0", WARP_FOLDS.get(r.kind, "")))
+                accs.append((f"acc{k}_0", fold))
                 loop.append(f"{ind}acc{k}_0 = " + fold.format(f"acc{k}_0", f"({acc}){xv}") + ";")
                 tail.append(f"{out_name[r.outs[0]]}[i] = acc{k}_0;")
     lines = [PREAMBLE, f'extern "C" __global__ void {name}({", ".join(params)}) {{']
