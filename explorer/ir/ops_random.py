@@ -155,11 +155,15 @@ def cipher_words(cipher: Any = threefry2x32) -> Any:
     def words(keys: Any, shape: Sequence[int]) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
         keys = np.asarray(keys, np.uint32)
         flat = keys.reshape(-1, KEY_WORDS)
-        hi, lo = _counts((int(np.prod(shape, dtype=np.int64)),))
-        w1 = np.empty((flat.shape[0], hi.size), np.uint32)
-        w2 = np.empty((flat.shape[0], hi.size), np.uint32)
-        for j in range(flat.shape[0]):
-            w1[j], w2[j] = cipher(flat[j, 0], flat[j, 1], hi, lo)
+        n = int(np.prod(shape, dtype=np.int64))
+        hi, lo = _counts((n,))
+        pairs = [cipher(flat[j, 0], flat[j, 1], hi, lo) for j in range(flat.shape[0])]
+        del hi, lo
+        if len(pairs) == 1:  # (one key, the common case: its words as they are, no copy)
+            return keys.shape[:-1], pairs[0][0][None], pairs[0][1][None]
+        empty = np.empty((0, n), np.uint32)
+        w1 = np.stack([p[0] for p in pairs]) if pairs else empty
+        w2 = np.stack([p[1] for p in pairs]) if pairs else empty
         return keys.shape[:-1], w1, w2
 
     return words
