@@ -55,6 +55,10 @@ def is_int(name: str) -> bool:
     return name[0] in "iu"
 
 
+def is_unsigned(name: str) -> bool:
+    return name[0] == "u"
+
+
 def is_bool(name: str) -> bool:
     return name == "pred"
 

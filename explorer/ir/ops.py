@@ -98,6 +98,9 @@ class OpDef:
     # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
     # elementwise row addresses every dialect.
     scalar: Mapping[str, ScalarExpr | Any] = field(default_factory=dict)
+    # Whether the scalar forms hold for a node with these input types and attrs (None: for
+    # every node the row takes). Where not, code generators fall back as for FALLS_BACK.
+    scalar_takes: Callable[[Sequence[Type], Attrs], bool] | None = None
     # The HLO opcodes (with the attributes they imply) that import as this op, elementwise.
     hlo: tuple[tuple[str, dict[str, Any]], ...] = ()
     optional: tuple[str, ...] = ()  # attributes it lists that may be absent (lax's defaults)
@@ -121,6 +124,17 @@ def register(op: OpDef) -> None:
     assert op.name not in OPS, op.name
     assert op.kind != OpKind.ELEMENTWISE or set(op.scalar) == set(DIALECTS), op.name
     OPS[op.name] = op
+
+
+def scalar_form(g: Any, n: Any, dialect: str) -> ScalarExpr | Any:
+    """Node `n`'s scalar form in `dialect` (its inputs' types read from graph `g`), or
+    FALLS_BACK where the row has none or says its forms do not hold for this node."""
+    row = OPS[n.op]
+    form = row.scalar.get(dialect, FALLS_BACK)
+    if row.scalar_takes is not None and not row.scalar_takes([g[i].type for i in n.inputs],
+                                                              n.attrs):
+        return FALLS_BACK
+    return form
 
 
 def get(name: str) -> OpDef:
@@ -265,18 +279,21 @@ def _lax(name: str) -> Callable[..., Any]:
 def pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infer, ref: Ref,
               flops: Flops, jax: Callable[..., Any], sample: Any, *, expr: Any = None,
               hlo: str | tuple[tuple[str, dict[str, Any]], ...] = (),
-              optional: tuple[str, ...] = (), **dialects: Any) -> None:
+              optional: tuple[str, ...] = (), scalar_takes: Any = None,
+              **dialects: Any) -> None:
     """Register an elementwise row: it maps chunks to chunks and fuses pointwise. Scalar forms, as
     traits.scalar_expr reads them: `expr` is shared by every dialect; a keyword named after a
-    dialect (numba=..., cuda=...) gives that dialect's, and FALLS_BACK says it has none.
-    `hlo`: an opcode name, or (opcode, attrs) pairs."""
+    dialect (numba=..., cuda=...) gives that dialect's, and FALLS_BACK says it has none;
+    `scalar_takes` (OpDef's) narrows them to some nodes. `hlo`: an opcode name, or (opcode,
+    attrs) pairs."""
     assert set(dialects) <= set(DIALECTS), f"{name}: unknown dialects {set(dialects) - set(DIALECTS)}"
     forms = {d: dialects.get(d, expr) for d in DIALECTS}
     missing = [d for d, f in forms.items() if f is None]
     assert not missing, f"{name}: no scalar form for {missing} (give one, or FALLS_BACK)"
     register(OpDef(name, OpKind.ELEMENTWISE, arity, attrs, infer, ref, flops, jax, sample,
                    split=Split.MAP, fuse=Fuse.POINTWISE, scalar=forms,
-                   hlo=((hlo, {}),) if isinstance(hlo, str) else hlo, optional=optional))
+                   hlo=((hlo, {}),) if isinstance(hlo, str) else hlo, optional=optional,
+                   scalar_takes=scalar_takes))
 
 
 def _unary(name: str, ref: Ref, cost: int = 1, lax_name: str | None = None,
@@ -560,8 +577,15 @@ pointwise("clamp", 3, (), _clamp_infer, lambda lo, x, hi: np.minimum(np.maximum(
 def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
     """As XLA converts: complex to real keeps the real part; float to integer truncates toward
     zero and saturates (NaN -> 0, +inf and anything too large -> the type's max, -inf and
-    anything too small -> its min); integer to a narrower integer wraps; to pred is `!= 0`."""
+    anything too small -> its min); integer to a narrower integer wraps; to pred is `!= 0`.
+    From pred, XLA reads the stored byte (a bool viewed from other bytes may hold 122, say):
+    an unsigned result is that byte sign-extended (122 -> 122, 255 -> 0xFF..FF), any other
+    result is `byte != 0` (1)."""
     target, x = dtypes.to_numpy(new_dtype), np.asarray(x)
+    if x.dtype == np.bool_ and target != np.bool_:
+        if dtypes.is_unsigned(new_dtype):
+            return x.view(np.int8).astype(target)
+        x = x != 0  # (ml_dtypes' bfloat16 would take the byte itself: 122.0)
     if np.iscomplexobj(x) and not np.issubdtype(target, np.complexfloating):
         x = x.real
     if target == np.bool_:
@@ -610,7 +634,9 @@ pointwise("convert_element_type", 1, ("new_dtype",),
           lambda ts, a: TensorType(ts[0].shape, dtypes.to_numpy(a["new_dtype"]) and a["new_dtype"]),
           _convert_ref, per_element_flops(1), _jax_convert,
           lambda rng: ([sample_array(rng, (3, 4), low=-5, high=5)], {"new_dtype": "i32"}),
-          numba=_numba_convert, cuda=_c_convert)
+          numba=_numba_convert, cuda=_c_convert,
+          # a kernel loads a bool as `byte != 0`: the unsigned results of one take the reference
+          scalar_takes=lambda ts, a: not (ts[0].dtype == "pred" and dtypes.is_unsigned(a["new_dtype"])))
 
 
 def _reduce_precision_ref(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Graph, Node, TensorType
-from ...ir.ops import OPS
+from ...ir.ops import OPS, scalar_form
 from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
 from ..kernel_plan import (
     KernelPlan,
@@ -71,11 +71,11 @@ def np_type(d: str) -> str:
     return "np.bool_" if d == "pred" else f"np.{dtypes.to_numpy(d).name}"
 
 
-def _expr(n: Node) -> ScalarExpr:
-    """The op table's numba form of `n`'s op; an op that falls back raises PlanError."""
-    form = OPS[n.op].scalar.get(DIALECT, FALLS_BACK)
+def _expr(g: Graph, n: Node) -> ScalarExpr:
+    """The op table's numba form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
+    form = scalar_form(g, n, DIALECT)
     if form is FALLS_BACK:
-        raise PlanError(f"{n.op} has no scalar form in the CPU code generator")
+        raise PlanError(f"{n.describe()}: {n.op} has no scalar form in the CPU code generator here")
     return form
 
 
@@ -140,7 +140,7 @@ def _check(body: Graph, reductions: set[int]) -> None:
     for n in body.nodes:
         np_type(n.dtype)
         if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in reductions:
-            _expr(n)
+            _expr(body, n)
 
 
 def _parallel(body: Graph, shape: tuple[int, ...]) -> bool:
@@ -206,7 +206,7 @@ def generate(plan: KernelPlan | RowPlan, name: str, threads: int) -> CpuKernelCo
                     w(f"v{n.id} = v{n.inputs[0]}")
                 continue
             operands = [value(i, loop_vars, shape) for i in n.inputs]
-            w(f"v{n.id} = {np_type(n.dtype)}({_expr(n)(operands, n)})")
+            w(f"v{n.id} = {np_type(n.dtype)}({_expr(body, n)(operands, n)})")
 
     # ---- phase A: the iteration space
     ivars = [f"i{d}" for d in range(rank)]
@@ -318,7 +318,7 @@ def generate_rows(plan: RowPlan, name: str) -> CpuKernelCode:
             if body[n.inputs[0]].op != "parameter":
                 w(f"v{n.id} = v{n.inputs[0]}")
             return
-        w(f"v{n.id} = {np_type(n.dtype)}({_expr(n)([value(i) for i in n.inputs], n)})")
+        w(f"v{n.id} = {np_type(n.dtype)}({_expr(body, n)([value(i) for i in n.inputs], n)})")
 
     cone = plan.cone
 

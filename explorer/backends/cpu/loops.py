@@ -244,7 +244,7 @@ class _Body:
             if any(self.g[i].type.shape not in (t.shape, ()) for i in n.inputs):
                 raise Unsupported(f"{n.describe()}: an elementwise op on broadcast shapes")
             ix = _all(t.rank)
-            expr = _expr(n)([f"{x}[{ix}]" if self.g[i].type.rank else x
+            expr = _expr(self.g, n)([f"{x}[{ix}]" if self.g[i].type.rank else x
                              for x, i in zip(ins, n.inputs)], n)
             if t.rank == 0:
                 w(f"{target} = {np_type(t.dtype)}({expr})")

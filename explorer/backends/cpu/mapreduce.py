@@ -114,7 +114,7 @@ class _Emitter:
             self.lines.append(f"{indent}    {out} = " + fold[FOLDS[n.op]].format(out, text))
         else:
             ops = [self.value(k, indent, vars_, scope, shape, sfx) for k in n.inputs]
-            self.lines.append(f"{indent}{out} = {np_type(n.dtype)}({_expr(n)(ops, n)})")
+            self.lines.append(f"{indent}{out} = {np_type(n.dtype)}({_expr(self.g, n)(ops, n)})")
         scope.add(i)
         return out
 
@@ -137,7 +137,7 @@ class _Emitter:
         else:
             for lane, out in enumerate(outs):
                 ops = [x[lane] for x in ins]
-                self.lines.append(f"{indent}{out} = {np_type(n.dtype)}({_expr(n)(ops, n)})")
+                self.lines.append(f"{indent}{out} = {np_type(n.dtype)}({_expr(self.g, n)(ops, n)})")
         for sc in scopes:
             sc.add(i)
         return outs
@@ -298,7 +298,7 @@ def _softmax(plan: MapReducePlan, arg: dict[int, str], out_name: dict[int, str],
             names[c] = names[cn.inputs[0]]
             continue
         ops = [names.get(q, em.leaf(q, (), ()) if g[q].op == "constant" else "?") for q in cn.inputs]
-        tail.append(f"r{em.num[c]} = {np_type(cn.dtype)}({_expr(cn)(ops, cn)})")
+        tail.append(f"r{em.num[c]} = {np_type(cn.dtype)}({_expr(g, cn)(ops, cn)})")
         names[c] = f"r{em.num[c]}"
     shift = names[steps[-1]] if steps else "mx"
     tail.append(f"back = math.exp(m{k} - {f64}({shift}))" if steps else "back = 1.0")

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...ir import dtypes
-from ...ir.graph import Node
-from ...ir.ops import OPS
+from ...ir.graph import Graph, Node
+from ...ir.ops import scalar_form
 from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
 from ..kernel_plan import (
     Access,
@@ -70,11 +70,11 @@ def cupy_type(d: str) -> str:
     return "bool" if d == "pred" else dtypes.to_numpy(d).name
 
 
-def _expr(n: Node) -> ScalarExpr:
-    """The op table's CUDA form of `n`'s op; an op that falls back raises PlanError."""
-    form = OPS[n.op].scalar.get(DIALECT, FALLS_BACK)
+def _expr(g: Graph, n: Node) -> ScalarExpr:
+    """The op table's CUDA form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
+    form = scalar_form(g, n, DIALECT)
     if form is FALLS_BACK:
-        raise PlanError(f"{n.op} has no CUDA form in the GPU code generator")
+        raise PlanError(f"{n.describe()}: {n.op} has no CUDA form in the GPU code generator here")
     return form
 
 
@@ -179,7 +179,7 @@ class _Values:
             if n.op == "constant":
                 self.lines.append(f"const {c_type(n.dtype)} v{n.id} = {literal(n)};")
                 continue
-            expr = _expr(n)([self.of(i) for i in n.inputs], n)
+            expr = _expr(self.plan.body, n)([self.of(i) for i in n.inputs], n)
             self.lines.append(f"const {c_type(n.dtype)} v{n.id} = ({c_type(n.dtype)}){expr};")
 
     def params(self) -> str:

@@ -125,7 +125,7 @@ class _Emitter:
             self.lines.append(f"{indent}}}")
         else:
             ops = [self.value(k, indent, vars_, scope, n.shape) for k in n.inputs]
-            self.lines.append(f"{indent}const {t} {out} = ({t})({_expr(n)(ops, n)});")
+            self.lines.append(f"{indent}const {t} {out} = ({t})({_expr(self.g, n)(ops, n)});")
         scope.add(i)
         return out
 
@@ -221,7 +221,7 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
                     continue
                 ops = [names[q] if q in names else literal(g[q]) for q in cn.inputs]
                 tail.append(f"const {c_type(cn.dtype)} r{c} = ({c_type(cn.dtype)})"
-                            f"({_expr(cn)(ops, cn)});")
+                            f"({_expr(g, cn)(ops, cn)});")
                 names[c] = f"r{c}"
             shift = names[steps[-1]] if steps else f"mx{k}"
             tail.append(f"const double back{k} = " + (f"exp(m{k} - (double){shift});"

@@ -230,7 +230,7 @@ def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
     for n in body.nodes:
         c_type(n.dtype)
         if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in folds:
-            _expr(n)
+            _expr(body, n)
     lines: list[str] = []
 
     def w(line: str, depth: int) -> None:
@@ -262,7 +262,7 @@ def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
         elif n.op == "broadcast_in_dim":
             w(f"const {t} v{n.id} = v{n.inputs[0]};", depth)
         else:
-            w(f"const {t} v{n.id} = ({t})({_expr(n)([value(i) for i in n.inputs], n)});", depth)
+            w(f"const {t} v{n.id} = ({t})({_expr(body, n)([value(i) for i in n.inputs], n)});", depth)
 
     cone = plan.cone
 
