@@ -6,11 +6,15 @@ against `jax.jit` of the same function on the same arguments, every ratio within
     python -m bench.models --write    # also replace the "models" section of bench/RESULTS.md
 
 `jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
-Each program runs in a fresh Python process (`compare` says why): jax.jit and the XLA
-columns alternate, 3 rounds (1 with --quick) of a block of timed calls each (0.1 s worth,
-at least 5) after an untimed one, the order rotating; then the CPU backend, 3 blocks, against jax.jit's median
-from before it ran; a ratio is a median over jax.jit's median. "jax.jit after cpu" is
-jax.jit's time in the same process after the CPU backend's calls, over its time before:
+Each program runs in a fresh Python process (`compare` says why): jax.jit and every column
+alternate, 5 rounds (2 with --quick) of a block of timed calls each (0.1 s worth, at least
+5) after an untimed one, the order rotating; each block starts after SETTLE seconds idle,
+so that no column pays for another runtime's threads still spinning from its calls
+(OpenBLAS's, which NumPy's matmul wakes, spin for up to about 0.1 s: on the 2-core VM,
+jax.jit of the CNN forward took 4.1-6.4 ms per block after an idle pause, 4.8-9.1 ms right
+after the CPU backend's block). A ratio is the median over rounds of the column's block
+median over jax.jit's block median of the same round. "jax.jit after cpu" is jax.jit's
+time in a block right after a CPU backend block, no pause, over its time after a pause:
 what a comparison in one notebook kernel would see. Each call is made as a user makes it: host
 (NumPy) arguments in, results back as arrays (results that are jax arrays, `jax.jit`'s and
 the jax backend's, are waited for with block_until_ready).
@@ -165,10 +169,13 @@ def models() -> dict[str, Program]:
 
 # ---------------------------------------------------------------- timing
 
-def interleaved(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
-    """Seconds of each call, in `rounds` rounds; in each round every callable runs a block
-    of BLOCK timed calls after an untimed one, the order rotating from round to round, so
-    that a ratio of two compares them in the same minutes of the machine's load."""
+def interleaved(calls: dict[str, Callable[[], Any]], rounds: int,
+                settle: float = 0.0) -> dict[str, list[float]]:
+    """Each call's median seconds per round, in `rounds` rounds; in each round every
+    callable runs a block of BLOCK seconds of timed calls after an untimed one (and, with
+    `settle`, after that many seconds idle), the order rotating from round to round, so
+    that two calls' ratio in a round compares them in the same minutes of the machine's
+    load."""
     for fn in calls.values():
         registry.warm_up(fn, 2)
     names = list(calls)
@@ -176,15 +183,19 @@ def interleaved(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, l
     block = {k: _block(calls[k]) for k in names}
     for r in range(rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
+            time.sleep(settle)  # other runtimes' threads stop spinning
             calls[k]()  # untimed: a vCPU woken, the other's caches
+            one = []
             for _ in range(block[k]):
                 t0 = time.perf_counter()
                 calls[k]()
-                times[k].append(time.perf_counter() - t0)
+                one.append(time.perf_counter() - t0)
+            times[k].append(statistics.median(one))
     return times
 
 
 BLOCK = 0.1  # seconds of timed calls in a block (at least 5 calls)
+SETTLE = 0.25  # seconds idle before each block (OpenBLAS's threads spin up to ~0.1 s)
 
 
 def _block(call: Callable[[], Any]) -> int:
@@ -222,42 +233,35 @@ def jit_of(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[...,
 def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
             columns: list[tuple[str, str, list[str] | None]]) -> dict[str, float | str]:
     """jax.jit's seconds, each column's gx.compile as a ratio to them (or why it has none),
-    and "jax.jit after cpu": jax.jit's time after the CPU backend's calls over its time
-    before them. Meant for a fresh process (`main` runs each program in one): the XLA
-    columns alternate with jax.jit first; the CPU backend runs last, against the jax.jit
-    times from before it ran: once it has run, jax.jit in the same process can be slower
-    (by hand once, GPT loss 7.8 -> 11.7 ms on this 2-core VM for seconds after, not with
-    OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which NumPy's matmul wakes; the "jax.jit
-    after cpu" column shows whether a run saw it). A program with
-    non-array leaves (an equinox module's activation) is jitted as equinox users do, with
-    equinox.filter_jit."""
+    and "jax.jit after cpu": jax.jit's time right after the CPU backend's calls over its
+    time after a pause. Meant for a fresh process (`main` runs each program in one). Every
+    column alternates with jax.jit, each block after SETTLE seconds idle: right after the
+    CPU backend's calls jax.jit runs slower (GPT loss 7.8 -> 11.7 ms by hand once on this
+    2-core VM, not with OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which NumPy's matmul
+    wakes, spin), and the pause keeps that out of the ratios in either direction. A program
+    with non-array leaves (an equinox module's activation) is jitted as equinox users do,
+    with equinox.filter_jit."""
     jitted, want = jit_of(fn, args)
     calls = {"jax.jit": lambda: jax.block_until_ready(jitted(*args))}
     out: dict[str, float | str] = {}
-    cpu = []
     for label, backend, pipeline in columns:
         compiled = gx.compile(fn, backend=backend, pipeline=pipeline)
-        if backend == "cpu":
-            cpu.append((label, compiled))
-            continue
         if (why := _check(compiled, args, want)) is not None:
             out[label] = why
             continue
         # the jax backend gives jax arrays, dispatched asynchronously as jax.jit's are
         calls[label] = lambda c=compiled: jax.block_until_ready(c(*args))
-    times = interleaved(calls, repeats)
-    jit = statistics.median(times["jax.jit"])
-    out["jax.jit"] = jit
+    times = interleaved(calls, repeats, SETTLE)
+    jit = times["jax.jit"]
+    out["jax.jit"] = statistics.median(jit)
     for label in list(calls)[1:]:
-        out[label] = statistics.median(times[label]) / jit
-    for label, compiled in cpu:
-        if (why := _check(compiled, args, want)) is not None:
-            out[label] = why
-            continue
-        out[label] = statistics.median(
-            interleaved({label: lambda c=compiled: c(*args)}, repeats)[label]) / jit
-        after = interleaved({"jax.jit": calls["jax.jit"]}, repeats)["jax.jit"]
-        out["jax.jit after cpu"] = statistics.median(after) / jit
+        out[label] = statistics.median(t / j for t, j in zip(times[label], jit))
+    if "cpu" in calls:  # jax.jit right after the CPU backend, no pause between
+        after = []
+        for _ in range(repeats):
+            both = interleaved({"cpu": calls["cpu"], "jax.jit": calls["jax.jit"]}, 1, 0.0)
+            after.append(both["jax.jit"][0])
+        out["jax.jit after cpu"] = statistics.median(after) / out["jax.jit"]
     return out
 
 
@@ -339,7 +343,7 @@ def _in_fresh_process(table_name: str, name: str, repeats: int) -> dict[str, flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 round instead of 3")
+    ap.add_argument("--quick", action="store_true", help="2 rounds instead of 5")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     ap.add_argument("--only", choices=["models", "dispatch"], default=None)
     ap.add_argument("--one", nargs=3, metavar=("TABLE", "PROGRAM", "ROUNDS"),
@@ -350,12 +354,13 @@ def main() -> None:
         fn, args = TABLES[ns.one[0]]()[ns.one[1]]
         print(json.dumps(compare(fn, args, int(ns.one[2]), COLUMNS)), flush=True)
         return
-    repeats = 1 if ns.quick else 3
+    repeats = 2 if ns.quick else 5
     head = (f"{datetime.date.today()}, {platform.processor() or platform.machine()}, "
             f"{_cpu_name()}, jax {jax.__version__}")
     print(head, flush=True)
     lines = [f"Measured {head}; each program in a fresh process, {repeats} rounds of "
-             f"{BLOCK} s blocks of calls; medians (the module's docstring says how).", ""]
+             f"{BLOCK} s blocks of calls, each after {SETTLE} s idle; medians of per-round "
+             f"ratios (the module's docstring says how).", ""]
     if ns.only in (None, "models"):
         lines += table("models", models(), repeats, "model (realistic size)") + [""]
     if ns.only in (None, "dispatch"):

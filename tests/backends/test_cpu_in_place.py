@@ -58,12 +58,25 @@ def test_values_still_held_are_never_overwritten(donations) -> None:
     assert donations and not any(used for _, used in donations)
 
 
+def test_small_results_are_written_fresh_without_looking_for_a_donor(donations) -> None:
+    """Below DONOR_MIN bytes a kernel does not look for a dying input to write over: a
+    fresh result costs less than the looking (the per-launch overhead at the sizes users
+    paste). The same program at 300 rows writes over its dot's result."""
+    fn = lambda x: jnp.exp(x @ x.T * 0.1) + 1.0  # noqa: E731
+    for x, donated in ((X[:20], False), (X, True)):
+        donations.clear()
+        tr = gx.explore(fn, x)
+        np.testing.assert_allclose(tr.run(backend="cpu").value, np.exp(x @ x.T * 0.1) + 1.0,
+                                   rtol=1e-4)
+        assert bool(donations) == donated and all(used for _, used in donations)
+
+
 def test_arguments_are_never_overwritten(donations) -> None:
-    x = X.copy()
+    x = np.tile(X, (1, 4))  # (300, 64): over DONOR_MIN, so the kernel looks
     tr = gx.explore(lambda x: jnp.exp(x) * 2.0, x)
     tr.run(backend="cpu")
-    np.testing.assert_array_equal(x, X)
-    assert not any(used for _, used in donations)
+    np.testing.assert_array_equal(x, np.tile(X, (1, 4)))
+    assert donations and not any(used for _, used in donations)
 
 
 def test_past_the_kernel_limit_new_structures_run_interpreted(monkeypatch) -> None:
@@ -84,8 +97,8 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     output fusion's epilogue over its dot's result."""
     from explorer.backends.cpu.dot_kernels import DotKernel
 
-    x = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
-    b = np.random.default_rng(6).standard_normal((64,)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((128, 128)).astype(np.float32)  # DONOR_MIN
+    b = np.random.default_rng(6).standard_normal((128,)).astype(np.float32)
     t = gx.explore(lambda x, w, b: jax.nn.relu(x @ w + b), x, x, b)
     exe = registry.executable(t.final.graph, "cpu")
     got = exe.call(exe.prepare([x, x, b]))[0]
@@ -98,9 +111,11 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     assert variant is not k.fn
 
 
-def test_a_0d_kernel_with_no_scalar_arguments_writes_over_its_input() -> None:
+def test_a_0d_kernel_with_no_scalar_arguments_writes_over_its_input(monkeypatch) -> None:
     """The in-place variant drops `out` from the signature wherever it stands (found by the
-    differential fuzz: a 0-d kernel's `def kernel(in0, out)` became `def kernel(in0, in0)`)."""
+    differential fuzz: a 0-d kernel's `def kernel(in0, out)` became `def kernel(in0, in0)`).
+    (A result under DONOR_MIN bytes is written fresh, so the threshold is lowered here.)"""
+    monkeypatch.setattr(cpu, "DONOR_MIN", 0)
     a, b = (np.random.default_rng(s).standard_normal(8).astype(np.float32) for s in (7, 8))
     t = gx.explore(lambda a, b: jnp.sin(jnp.cos(jnp.dot(a, b))), a, b)
     exe = registry.executable(t.final.graph, "cpu")
@@ -115,8 +130,8 @@ def test_a_0d_kernel_with_no_scalar_arguments_writes_over_its_input() -> None:
 def test_past_the_kernel_limit_the_in_place_variant_gives_way_to_a_fresh_result(monkeypatch) -> None:
     """The in-place variant is a second module to load: past MAX_KERNEL_LOADS (a long fuzz
     run: about 3,000 programs) the kernel writes a fresh result instead of crashing."""
-    x = np.random.default_rng(9).standard_normal((64, 64)).astype(np.float32)
-    b = np.random.default_rng(10).standard_normal((64,)).astype(np.float32)
+    x = np.random.default_rng(9).standard_normal((128, 128)).astype(np.float32)
+    b = np.random.default_rng(10).standard_normal((128,)).astype(np.float32)
     t = gx.explore(lambda x, w, b: jnp.tanh(x @ w + b) * 3.0, x, x, b)
     exe = registry.executable(t.final.graph, "cpu")
     (fused,) = exe.all_kernels()

@@ -36,10 +36,31 @@ def _layout(shape: Sequence[int], starts: np.ndarray, sizes: Sequence[int]
 
 
 @functools.cache
-def _kernels() -> dict[str, Any]:
-    from numba import njit, prange
+def combines() -> dict[str, Any]:
+    """The scatters' combine functions as numba inlines, by their ufunc's name ("put": plain
+    scatter, the later write wins)."""
+    from numba import njit
 
     from .kernel_codegen import _max, _min
+
+    @njit(inline="always")
+    def _second(a, b):  # noqa: ANN001, ANN202
+        return b
+
+    @njit(inline="always")
+    def _add(a, b):  # noqa: ANN001, ANN202
+        return a + b
+
+    @njit(inline="always")
+    def _mul(a, b):  # noqa: ANN001, ANN202
+        return a * b
+
+    return {"put": _second, "add": _add, "multiply": _mul, "maximum": _max, "minimum": _min}
+
+
+@functools.cache
+def _kernels() -> dict[str, Any]:
+    from numba import njit, prange
 
     def take_loop(xf, base, grid, run, out):  # noqa: ANN001, ANN202
         for b in prange(base.shape[0]):
@@ -60,22 +81,9 @@ def _kernels() -> dict[str, Any]:
                         outf[o + j] = combine(outf[o + j], vals[b, p + j])
         return fn
 
-    @njit(inline="always")
-    def _second(a, b):  # noqa: ANN001, ANN202
-        return b
-
-    @njit(inline="always")
-    def _add(a, b):  # noqa: ANN001, ANN202
-        return a + b
-
-    @njit(inline="always")
-    def _mul(a, b):  # noqa: ANN001, ANN202
-        return a * b
-
     return {"take": cached_njit()(take_loop),
             "take_parallel": cached_njit(parallel=True)(take_loop),
-            "put": put_loop(_second), "add": put_loop(_add), "multiply": put_loop(_mul),
-            "maximum": put_loop(_max), "minimum": put_loop(_min)}
+            **{name: put_loop(fn) for name, fn in combines().items()}}
 
 
 def _compiles(x: np.ndarray) -> bool:

@@ -224,11 +224,24 @@ class CompiledKernel:
         return (plan.out_shape, dtypes.to_numpy(plan.output.dtype),
                 tuple(v for _, v in code.scalars), fold)
 
+    @functools.cached_property
+    def _inputs(self) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
+        """What a launch does to its inputs, from the body's types (a program passes values of
+        those types): the 0-d ones to make 1-d, the large ones to check for a strided layout
+        (_dense), and whether to look for a dying input to write over (_donor: for a result
+        of DONOR_MIN bytes or more; below that a fresh one costs less than the looking)."""
+        types = [self.body[p].type for p in self.body.params]
+        shape, dtype, _, _ = self._layout
+        return (tuple(k for k, t in enumerate(types) if t.rank == 0),
+                tuple(k for k, t in enumerate(types) if t.size >= DENSE_MIN),
+                bool(self.in_place) and math.prod(shape) * dtype.itemsize >= DONOR_MIN)
+
     def _launch(self, vals: Sequence[np.ndarray]) -> np.ndarray:
         code = self.code
         assert code is not None and self.fn is not None
         shape, dtype, scalars, fold = self._layout
-        donor = self._donor(vals) if self.in_place else None
+        zero_d, large, donates = self._inputs
+        donor = self._donor(vals) if donates else None
         variant = None
         if donor is not None:
             over = next(k for k in self.in_place if vals[k] is donor)
@@ -236,7 +249,13 @@ class CompiledKernel:
                 variant = self._writing_over(over)
             except KernelLimit:  # no more loads in this process: a fresh result instead
                 donor = None
-        ins = [np.reshape(v, (1,)) if v.ndim == 0 else _dense(v) for v in vals]
+        ins = vals
+        if zero_d or large:
+            ins = list(vals)
+            for k in zero_d:
+                ins[k] = np.reshape(ins[k], (1,))
+            for k in large:
+                ins[k] = _dense(ins[k])
         out = np.empty(shape, dtype) if donor is None else donor
         flat_out = out.reshape(1) if out.ndim == 0 else out
         extra = []
@@ -270,6 +289,7 @@ class CompiledKernel:
 # 270 us strided, 33 us contiguous, plus 20 us for the copy). Broadcast views (a zero stride)
 # are read as they are. The memory planner counts the copy (cpu_workspace).
 DENSE_MIN = 4096
+DONOR_MIN = 1 << 16  # result bytes from which a kernel looks for a dying input to write over
 
 
 def _dense(v: np.ndarray) -> np.ndarray:

@@ -44,7 +44,7 @@ from ...ir.ops import OPS
 from ...ir.traits import Emit
 from .. import reference
 from ..interpreter import last_uses
-from . import conv, dots, indexing, random, runtime, sorting, window
+from . import conv, dots, indexing, indexing_prepared, random, runtime, sorting, window
 from .dot_kernels import DotKernel
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
@@ -56,6 +56,8 @@ FOLD_BYTES = 1 << 16
 # ops never computed ahead: JAX runs an opaque node, and may have effects
 NOT_FOLDED = frozenset({"opaque"})
 # ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
+# gathers and scatters at indices known only at run time: laid out when the program is made
+PREPARED = frozenset({"gather", *indexing_prepared.SCATTERS})
 LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **sorting.REFERENCES,
          **window.REFERENCES}
 
@@ -263,6 +265,11 @@ class _Writer:
                 t.shape, dtypes.to_numpy(t.dtype), self.folded_values[(prefix, n.inputs[1])],
                 dict(n.attrs)))
             return [f"{target} = {self.cast(n.type)}({fn}({ins[0]}))  # indices laid out ahead"]
+        if n.op in PREPARED and (fn := indexing_prepared.prepare(
+                n.op, [g[i].type for i in n.inputs], n.attrs)) is not None:
+            # the shapes' part of the indexing worked out now; a call reads the indices
+            fn = self.bind(f"{_ident(n.op)}_{prefix}{n.id}", fn)
+            return [f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))  # its shapes laid out ahead"]
         if row.program is not None:
             expr = row.program(ins, [g[i].type for i in n.inputs], n.type, n.attrs)
             return [f"{target} = {self.cast(n.type)}({expr})"]
