@@ -253,11 +253,11 @@ class CompiledKernel:
         if zero_d or large:
             ins = list(vals)
             for k in zero_d:
-                ins[k] = np.reshape(ins[k], (1,))
+                ins[k] = ins[k].reshape(1)  # (the method: np.reshape costs a microsecond more)
             for k in large:
                 ins[k] = _dense(ins[k])
         out = np.empty(shape, dtype) if donor is None else donor
-        flat_out = out.reshape(1) if out.ndim == 0 else out
+        flat_out = out if shape else out.reshape(1)
         extra = []
         if fold is not None:
             acc, identity = fold
