@@ -12,13 +12,9 @@ alternate, 5 rounds (2 with --quick) of a block of timed calls each (0.1 s worth
 so that no column pays for another runtime's threads still spinning from its calls
 (OpenBLAS's, which NumPy's matmul wakes, spin for up to about 0.1 s: on the 2-core VM,
 jax.jit of the CNN forward took 4.1-6.4 ms per block after an idle pause, 4.8-9.1 ms right
-after the CPU backend's block). A column's time is its best block's median, and a ratio
-is that over jax.jit's: the VM's noise comes in bursts about a block long (the test zoo's
-CNN under jax.jit: block medians from 114 to 212 us in one run, and the same spread for the
-jax backend's compile of the same program), so pairing blocks by round did not cancel it
-(that CNN's jax column measured 1.58x that way, 1.0x by its best blocks), while one
-undisturbed block per column is enough here. "jax.jit after cpu" is jax.jit's best
-block right after a CPU backend block, no pause, over its best after a pause:
+after the CPU backend's block). A ratio is the median over rounds of the column's block
+median over jax.jit's block median of the same round. "jax.jit after cpu" is jax.jit's
+time in a block right after a CPU backend block, no pause, over its time after a pause:
 what a comparison in one notebook kernel would see. Each call is made as a user makes it: host
 (NumPy) arguments in, results back as arrays (results that are jax arrays, `jax.jit`'s and
 the jax backend's, are waited for with block_until_ready).
@@ -256,15 +252,16 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
         # the jax backend gives jax arrays, dispatched asynchronously as jax.jit's are
         calls[label] = lambda c=compiled: jax.block_until_ready(c(*args))
     times = interleaved(calls, repeats, SETTLE)
-    out["jax.jit"] = min(times["jax.jit"])
+    jit = times["jax.jit"]
+    out["jax.jit"] = statistics.median(jit)
     for label in list(calls)[1:]:
-        out[label] = min(times[label]) / out["jax.jit"]
+        out[label] = statistics.median(t / j for t, j in zip(times[label], jit))
     if "cpu" in calls:  # jax.jit right after the CPU backend, no pause between
         after = []
         for _ in range(repeats):
             both = interleaved({"cpu": calls["cpu"], "jax.jit": calls["jax.jit"]}, 1, 0.0)
             after.append(both["jax.jit"][0])
-        out["jax.jit after cpu"] = min(after) / out["jax.jit"]
+        out["jax.jit after cpu"] = statistics.median(after) / out["jax.jit"]
     return out
 
 
@@ -362,8 +359,8 @@ def main() -> None:
             f"{_cpu_name()}, jax {jax.__version__}")
     print(head, flush=True)
     lines = [f"Measured {head}; each program in a fresh process, {repeats} rounds of "
-             f"{BLOCK} s blocks of calls, each after {SETTLE} s idle; each column's best block "
-             f"median (the module's docstring says how).", ""]
+             f"{BLOCK} s blocks of calls, each after {SETTLE} s idle; medians of per-round "
+             f"ratios (the module's docstring says how).", ""]
     if ns.only in (None, "models"):
         lines += table("models", models(), repeats, "model (realistic size)") + [""]
     if ns.only in (None, "dispatch"):
