@@ -101,8 +101,23 @@ class Entry:
         else:
             outs = self.call(flat)
         if not self.device:
-            outs = [np.asarray(o.get() if hasattr(o, "get") else o) for o in outs]
+            outs = _owned([np.asarray(o.get() if hasattr(o, "get") else o) for o in outs], flat)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
+
+
+def _owned(outs: list[np.ndarray], args: Sequence[Any]) -> list[np.ndarray]:
+    """Each result the caller's own, as jax.jit's are: one that is an argument, or a view
+    that may share an argument's memory (a program's reshape, slice or transpose of it), or
+    a result already given as another output, is copied. (Host programs return NumPy views
+    where the graph's op is a view: writing into `gx.compile(lambda x: x.T)(x)` wrote into
+    `x`.) A fresh result, the usual case, costs one check."""
+    seen: set[int] = set()
+    for k, o in enumerate(outs):
+        if id(o) in seen or (o.base is not None or any(o is a for a in args)) and any(
+                isinstance(a, np.ndarray) and np.may_share_memory(o, a) for a in args):
+            outs[k] = o = o.copy()
+        seen.add(id(o))
+    return outs
 
 
 def _converter(example: Any, dtype: str, name: str, device: bool = False

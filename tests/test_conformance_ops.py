@@ -138,6 +138,30 @@ def test_platform_dependent_keeps_only_the_cpu_branch():
            np.float32(2))
 
 
+@pytest.mark.parametrize("name", ["identity", "reshape", "transpose", "slice", "split",
+                                  "twice", "fresh"])
+def test_compiled_results_are_the_callers_own(name):
+    """As jax.jit's results are new arrays, gx.compile's host results never share memory
+    with the arguments or with each other: the identity, a reshape, transpose, slice or
+    split of an argument came back as the argument or a view of it, so writing into the
+    result wrote into the caller's input."""
+    fns = {"identity": lambda x: x, "reshape": lambda x: x.reshape(3, 4),
+           "transpose": lambda x: x.T, "slice": lambda x: x[:, 1:],
+           "split": lambda x: jnp.split(x, [1], axis=1), "twice": lambda x: (x * 2, x * 2),
+           "fresh": lambda x: x * 2}
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    keep = x.copy()
+    want = [np.asarray(v) for v in jax.tree_util.tree_leaves(fns[name](x))]
+    for backend in ("reference", "cpu"):
+        got = jax.tree_util.tree_leaves(gx.compile(fns[name], backend=backend)(x))
+        for k, out in enumerate(got):
+            np.testing.assert_array_equal(out, want[k])
+            assert not np.shares_memory(out, x), (backend, k)
+            assert not any(np.shares_memory(out, other) for other in got[k + 1:]), (backend, k)
+            out[...] = -1  # the caller may write into what it got
+        np.testing.assert_array_equal(x, keep)
+
+
 def test_compile_warns_nothing_on_jax_arrays():
     """gx.compile's signature of JAX arrays (scalars, weak-typed, bfloat16, PRNG keys, inside
     pytrees) raises no warning, on the first call or later ones."""
