@@ -106,17 +106,19 @@ class Entry:
 
 
 def _owned(outs: list[np.ndarray], args: Sequence[Any]) -> list[np.ndarray]:
-    """Each result the caller's own, as jax.jit's are: one that is an argument, or a view
-    that may share an argument's memory (a program's reshape, slice or transpose of it), or
-    a result already given as another output, is copied. (Host programs return NumPy views
-    where the graph's op is a view: writing into `gx.compile(lambda x: x.T)(x)` wrote into
-    `x`.) A fresh result, the usual case, costs one check."""
-    seen: set[int] = set()
+    """Each result the caller's own, as jax.jit's are: one that is an argument or an earlier
+    result, or a view that may share memory with one (a program's reshape, slice or
+    transpose), is copied. (Host programs return NumPy views where the graph's op is a
+    view: writing into `gx.compile(lambda x: x.T)(x)` wrote into `x`.) A fresh result, the
+    usual case, costs one lookup and one attribute."""
+    given = [a for a in args if isinstance(a, np.ndarray)]
+    seen = {id(a) for a in given}
     for k, o in enumerate(outs):
-        if id(o) in seen or (o.base is not None or any(o is a for a in args)) and any(
-                isinstance(a, np.ndarray) and np.may_share_memory(o, a) for a in args):
+        if id(o) in seen or o.base is not None and any(np.may_share_memory(o, a)
+                                                       for a in given):
             outs[k] = o = o.copy()
         seen.add(id(o))
+        given.append(o)
     return outs
 
 

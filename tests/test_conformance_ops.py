@@ -139,7 +139,7 @@ def test_platform_dependent_keeps_only_the_cpu_branch():
 
 
 @pytest.mark.parametrize("name", ["identity", "reshape", "transpose", "slice", "split",
-                                  "twice", "fresh"])
+                                  "twice", "a view of another result", "fresh"])
 def test_compiled_results_are_the_callers_own(name):
     """As jax.jit's results are new arrays, gx.compile's host results never share memory
     with the arguments or with each other: the identity, a reshape, transpose, slice or
@@ -148,6 +148,7 @@ def test_compiled_results_are_the_callers_own(name):
     fns = {"identity": lambda x: x, "reshape": lambda x: x.reshape(3, 4),
            "transpose": lambda x: x.T, "slice": lambda x: x[:, 1:],
            "split": lambda x: jnp.split(x, [1], axis=1), "twice": lambda x: (x * 2, x * 2),
+           "a view of another result": lambda x: (x * 2, (x * 2).T),
            "fresh": lambda x: x * 2}
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     keep = x.copy()

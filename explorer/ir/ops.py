@@ -42,7 +42,7 @@ import numpy as np
 import scipy.special as sp
 
 from . import dtypes
-from .graph import Attrs, Literal, TensorType, TupleType, Type
+from .graph import Attrs, Graph, Literal, Node, TensorType, TupleType, Type
 from .traits import (
     DIALECTS,
     FALLS_BACK,
@@ -126,7 +126,7 @@ def register(op: OpDef) -> None:
     OPS[op.name] = op
 
 
-def scalar_form(g: Any, n: Any, dialect: str) -> ScalarExpr | Any:
+def scalar_form(g: Graph, n: Node, dialect: str) -> ScalarExpr | Any:
     """Node `n`'s scalar form in `dialect` (its inputs' types read from graph `g`), or
     FALLS_BACK where the row has none or says its forms do not hold for this node."""
     row = OPS[n.op]

@@ -24,15 +24,22 @@ from .numba_cache import cached_njit
 PARALLEL_MIN = 1 << 20  # elements read before a gather runs on every core
 
 
-def _layout(shape: Sequence[int], starts: np.ndarray, sizes: Sequence[int]
-            ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(each window's flat offset, the offsets of its rows, the length of a row)."""
+def window_grid(shape: Sequence[int], sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the operand's C-order strides, the flat offsets of a window's rows from its start,
+    the length of a row): what every window of `sizes` in an array of `shape` shares."""
     strides = np.cumprod((*shape[1:], 1)[::-1])[::-1].astype(np.int64)
-    base = np.ascontiguousarray((starts.reshape(-1, len(shape)) @ strides).astype(np.int64))
     grid = np.zeros((), np.int64)
     for d, s in enumerate(sizes[:-1]):
         grid = grid[..., None] + np.arange(s, dtype=np.int64) * strides[d]
-    return base, np.ascontiguousarray(grid.reshape(-1)), int(sizes[-1])
+    return strides, np.ascontiguousarray(grid.reshape(-1)), int(sizes[-1])
+
+
+def _layout(shape: Sequence[int], starts: np.ndarray, sizes: Sequence[int]
+            ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(each window's flat offset, the offsets of its rows, the length of a row)."""
+    strides, grid, run = window_grid(shape, sizes)
+    base = np.ascontiguousarray((starts.reshape(-1, len(shape)) @ strides).astype(np.int64))
+    return base, grid, run
 
 
 @functools.cache

@@ -30,7 +30,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import Attrs, TensorType
 from ...ir.ops_indexing import default_fill
-from .indexing import PARALLEL_MIN, _layout, combines
+from .indexing import PARALLEL_MIN, combines, window_grid
 from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
 
@@ -106,8 +106,7 @@ def _common(x: TensorType, idx: TensorType, index_map: Sequence[int],
             or not numba_takes(dtypes.to_numpy(x.dtype)) or not dtypes.is_int(idx.dtype)
             or dtypes.bits(idx.dtype) < 8 or idx.rank == 0 or idx.shape[-1] != len(index_map)):
         return None
-    _, grid, run = _layout(x.shape, np.zeros((0, x.rank), np.int64), sizes)
-    strides = np.cumprod((*x.shape[1:], 1)[::-1])[::-1].astype(np.int64)
+    strides, grid, run = window_grid(x.shape, sizes)
     upper = np.asarray(x.shape, np.int64) - np.asarray(sizes, np.int64)
     batch = idx.shape[:-1]
     batching = np.asarray([(od, math.prod(batch[bd + 1:]), batch[bd])

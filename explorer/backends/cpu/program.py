@@ -55,9 +55,9 @@ ENTRY, MEASURED = "program", "program_measured"
 FOLD_BYTES = 1 << 16
 # ops never computed ahead: JAX runs an opaque node, and may have effects
 NOT_FOLDED = frozenset({"opaque"})
-# ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
 # gathers and scatters at indices known only at run time: laid out when the program is made
 PREPARED = frozenset({"gather", *indexing_prepared.SCATTERS})
+# ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
 LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **sorting.REFERENCES,
          **window.REFERENCES}
 
