@@ -6,18 +6,21 @@ against `jax.jit` of the same function on the same arguments, every ratio within
     python -m bench.models --write    # also replace the "models" section of bench/RESULTS.md
 
 `jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
-Each program runs in a fresh Python process (`compare` says why): jax.jit and every column
-alternate, 5 rounds (2 with --quick) of a block of timed calls each (0.1 s worth, at least
-5) after an untimed one, the order rotating; each block starts after SETTLE seconds idle,
-so that no column pays for another runtime's threads still spinning from its calls
+Each program runs in a fresh Python process (`compare` says why). The CPU backend and
+jax.jit alternate, 5 rounds (2 with --quick) of a block of timed calls each (0.1 s worth, at
+least 5) after an untimed one, the order rotating; each block starts after SETTLE seconds
+idle, so that no column pays for another runtime's threads still spinning from its calls
 (OpenBLAS's, which NumPy's matmul wakes, spin for up to about 0.1 s: on the 2-core VM,
 jax.jit of the CNN forward took 4.1-6.4 ms per block after an idle pause, 4.8-9.1 ms right
-after the CPU backend's block). A ratio is the median over rounds of the column's block
-median over jax.jit's block median of the same round. "jax.jit after cpu" is jax.jit's
-time in a block right after a CPU backend block, no pause, over its time after a pause:
-what a comparison in one notebook kernel would see. Each call is made as a user makes it: host
-(NumPy) arguments in, results back as arrays (results that are jax arrays, `jax.jit`'s and
-the jax backend's, are waited for with block_until_ready).
+after the CPU backend's block). The jax backend's columns, XLA executables like jax.jit's,
+alternate with jax.jit call by call instead, in 5 rounds of 0.1 s worth of jax.jit's calls
+(`paired`): a shared VM's load drifts between blocks (one program's block medians spread
+114-212 µs), and only calls made within the same fraction of a second resolve 5%. A ratio
+is the median over rounds of the column's median over jax.jit's median in the same round.
+"jax.jit after cpu" is jax.jit's time in a block right after a CPU backend block, no pause,
+over its time after a pause: what a comparison in one notebook kernel would see. Each call
+is made as a user makes it: host (NumPy) arguments in, results back as arrays (results that
+are jax arrays, `jax.jit`'s and the jax backend's, are waited for with block_until_ready).
 "traced" is `gx.compile(..., pipeline=[])`: the traced graph as it is, no pass run. The
 dispatch table runs the test zoo's programs (tests/zoo.py) at their own small sizes, where a
 call's overhead is what is measured.
@@ -194,6 +197,35 @@ def interleaved(calls: dict[str, Callable[[], Any]], rounds: int,
     return times
 
 
+def paired(calls: dict[str, Callable[[], Any]], rounds: int,
+           settle: float = 0.0) -> dict[str, list[float]]:
+    """As `interleaved`, but within a round the callables alternate call by call (the
+    order rotating from one step to the next) for BLOCK seconds' worth of the first one's
+    calls: every call's median in a round is taken over the same fraction of a second as
+    the others'. For callables on one runtime (jax.jit against the jax backend, both XLA
+    executables on XLA's threads), where no call slows the next one's runtime, this
+    cancels the load that drifts between blocks on a shared VM (one program's block
+    medians spread 114-212 µs there, so block ratios could not resolve 5%)."""
+    for fn in calls.values():
+        registry.warm_up(fn, 2)
+    names = list(calls)
+    steps = _block(calls[names[0]])
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(rounds):
+        time.sleep(settle)
+        for k in names:
+            calls[k]()  # untimed
+        one: dict[str, list[float]] = {k: [] for k in names}
+        for step in range(steps):
+            for k in names[step % len(names):] + names[:step % len(names)]:
+                t0 = time.perf_counter()
+                calls[k]()
+                one[k].append(time.perf_counter() - t0)
+        for k in names:
+            times[k].append(statistics.median(one[k]))
+    return times
+
+
 BLOCK = 0.1  # seconds of timed calls in a block (at least 5 calls)
 SETTLE = 0.25  # seconds idle before each block (OpenBLAS's threads spin up to ~0.1 s)
 
@@ -234,15 +266,19 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
             columns: list[tuple[str, str, list[str] | None]]) -> dict[str, float | str]:
     """jax.jit's seconds, each column's gx.compile as a ratio to them (or why it has none),
     and "jax.jit after cpu": jax.jit's time right after the CPU backend's calls over its
-    time after a pause. Meant for a fresh process (`main` runs each program in one). Every
-    column alternates with jax.jit, each block after SETTLE seconds idle: right after the
-    CPU backend's calls jax.jit runs slower (GPT loss 7.8 -> 11.7 ms by hand once on this
-    2-core VM, not with OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which NumPy's matmul
-    wakes, spin), and the pause keeps that out of the ratios in either direction. A program
+    time after a pause. Meant for a fresh process (`main` runs each program in one). The
+    CPU backend's column alternates with jax.jit in blocks, each after SETTLE seconds idle:
+    right after the CPU backend's calls jax.jit runs slower (GPT loss 7.8 -> 11.7 ms by
+    hand once on this 2-core VM, not with OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, which
+    NumPy's matmul wakes, spin), and the pause keeps that out of the ratios in either
+    direction. The jax backend's columns run XLA executables as jax.jit does, so they
+    alternate with it call by call (`paired`), which block ratios could not resolve to 5%
+    on a shared VM. A program
     with non-array leaves (an equinox module's activation) is jitted as equinox users do,
     with equinox.filter_jit."""
     jitted, want = jit_of(fn, args)
-    calls = {"jax.jit": lambda: jax.block_until_ready(jitted(*args))}
+    jit_call = lambda: jax.block_until_ready(jitted(*args))  # noqa: E731
+    blocks, pairs = {"jax.jit": jit_call}, {"jax.jit": jit_call}
     out: dict[str, float | str] = {}
     for label, backend, pipeline in columns:
         compiled = gx.compile(fn, backend=backend, pipeline=pipeline)
@@ -250,12 +286,16 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
             out[label] = why
             continue
         # the jax backend gives jax arrays, dispatched asynchronously as jax.jit's are
-        calls[label] = lambda c=compiled: jax.block_until_ready(c(*args))
-    times = interleaved(calls, repeats, SETTLE)
-    jit = times["jax.jit"]
-    out["jax.jit"] = statistics.median(jit)
-    for label in list(calls)[1:]:
-        out[label] = statistics.median(t / j for t, j in zip(times[label], jit))
+        (pairs if backend in SAME_RUNTIME else blocks)[label] = (
+            lambda c=compiled: jax.block_until_ready(c(*args)))
+    calls = {**blocks, **pairs}
+    phases = [interleaved(blocks, repeats, SETTLE)]  # jax.jit's time is this phase's
+    if len(pairs) > 1:
+        phases.append(paired(pairs, repeats, SETTLE))
+    out["jax.jit"] = statistics.median(phases[0]["jax.jit"])
+    for times in phases:
+        for label in list(times)[1:]:
+            out[label] = statistics.median(t / j for t, j in zip(times[label], times["jax.jit"]))
     if "cpu" in calls:  # jax.jit right after the CPU backend, no pause between
         after = []
         for _ in range(repeats):
@@ -275,6 +315,7 @@ def _check(compiled: Any, args: tuple[Any, ...], want: Any) -> str | None:
 
 
 COLUMNS = [("cpu", "cpu", None), ("jax", "jax", None), ("jax traced", "jax", [])]
+SAME_RUNTIME = {"jax"}  # backends timed call by call against jax.jit (`paired`), not in blocks
 
 
 def _ratio(row: dict[str, float | str], label: str) -> float | None:
@@ -359,7 +400,8 @@ def main() -> None:
             f"{_cpu_name()}, jax {jax.__version__}")
     print(head, flush=True)
     lines = [f"Measured {head}; each program in a fresh process, {repeats} rounds of "
-             f"{BLOCK} s blocks of calls, each after {SETTLE} s idle; medians of per-round "
+             f"{BLOCK} s blocks of calls, each after {SETTLE} s idle (the jax backend's "
+             f"columns alternating with jax.jit call by call); medians of per-round "
              f"ratios (the module's docstring says how).", ""]
     if ns.only in (None, "models"):
         lines += table("models", models(), repeats, "model (realistic size)") + [""]
