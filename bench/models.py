@@ -13,14 +13,15 @@ idle, so that no column pays for another runtime's threads still spinning from i
 (OpenBLAS's, which NumPy's matmul wakes, spin for up to about 0.1 s: on the 2-core VM,
 jax.jit of the CNN forward took 4.1-6.4 ms per block after an idle pause, 4.8-9.1 ms right
 after the CPU backend's block). The jax backend's columns, XLA executables like jax.jit's,
-alternate with jax.jit call by call instead, in 5 rounds of 0.1 s worth of jax.jit's calls
-(`paired`): a shared VM's load drifts between blocks (one program's block medians spread
-114-212 µs), and only calls made within the same fraction of a second resolve 5%. A ratio
-is the median over rounds of the column's median over jax.jit's median in the same round.
-"jax.jit after cpu" is jax.jit's time in a block right after a CPU backend block, no pause,
-over its time after a pause: what a comparison in one notebook kernel would see. Each call
-is made as a user makes it: host (NumPy) arguments in, results back as arrays (results that
-are jax arrays, `jax.jit`'s and the jax backend's, are waited for with block_until_ready).
+alternate with jax.jit call by call instead, in 5 rounds of 0.1 s worth of jax.jit's calls,
+at least 25 (`paired`): a shared VM's load drifts between blocks (one program's block
+medians spread 114-212 µs), and only calls made within the same fraction of a second
+resolve 5%. A ratio is the median over rounds of the column's median over jax.jit's median
+in the same round. "jax.jit after cpu" is jax.jit's time in a block right after a CPU
+backend block, no pause, over its time after a pause: what a comparison in one notebook
+kernel would see. Each call is made as a user makes it: host (NumPy) arguments in, results
+back as arrays (results that are jax arrays, `jax.jit`'s and the jax backend's, are waited
+for with block_until_ready).
 "traced" is `gx.compile(..., pipeline=[])`: the traced graph as it is, no pass run. The
 dispatch table runs the test zoo's programs (tests/zoo.py) at their own small sizes, where a
 call's overhead is what is measured.
@@ -201,15 +202,16 @@ def paired(calls: dict[str, Callable[[], Any]], rounds: int,
            settle: float = 0.0) -> dict[str, list[float]]:
     """As `interleaved`, but within a round the callables alternate call by call (the
     order rotating from one step to the next) for BLOCK seconds' worth of the first one's
-    calls: every call's median in a round is taken over the same fraction of a second as
-    the others'. For callables on one runtime (jax.jit against the jax backend, both XLA
-    executables on XLA's threads), where no call slows the next one's runtime, this
-    cancels the load that drifts between blocks on a shared VM (one program's block
-    medians spread 114-212 µs there, so block ratios could not resolve 5%)."""
+    calls, at least PAIRED_MIN steps: every call's median in a round is taken over the
+    same fraction of a second as the others'. For callables on one runtime (jax.jit
+    against the jax backend, both XLA executables on XLA's threads), where no call slows
+    the next one's runtime, this cancels the load that drifts between blocks on a shared
+    VM (one program's block medians spread 114-212 µs there, so block ratios could not
+    resolve 5%)."""
     for fn in calls.values():
         registry.warm_up(fn, 2)
     names = list(calls)
-    steps = _block(calls[names[0]])
+    steps = max(PAIRED_MIN, _block(calls[names[0]]))
     times: dict[str, list[float]] = {k: [] for k in names}
     for _ in range(rounds):
         time.sleep(settle)
@@ -228,6 +230,9 @@ def paired(calls: dict[str, Callable[[], Any]], rounds: int,
 
 BLOCK = 0.1  # seconds of timed calls in a block (at least 5 calls)
 SETTLE = 0.25  # seconds idle before each block (OpenBLAS's threads spin up to ~0.1 s)
+# the fewest steps of a `paired` round: the GP gradient's 18 ms calls gave a traced/jit of
+# 1.10 over 5-call rounds, 0.94-1.04 per round (median 1.00) over 28-call ones
+PAIRED_MIN = 25
 
 
 def _block(call: Callable[[], Any]) -> int:

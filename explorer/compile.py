@@ -24,6 +24,7 @@ import numpy as np
 
 from .backends import reference, registry
 from .backends.jax import SignatureMismatch
+from .backends.result import owned
 from .frontend.arguments import ArgSpec, host_value, is_key, is_traced, static_key
 from .ir import dtypes
 from .options import CompileOptions
@@ -101,25 +102,8 @@ class Entry:
         else:
             outs = self.call(flat)
         if not self.device:
-            outs = _owned([np.asarray(o.get() if hasattr(o, "get") else o) for o in outs], flat)
+            outs = owned([np.asarray(o.get() if hasattr(o, "get") else o) for o in outs], flat)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
-
-
-def _owned(outs: list[np.ndarray], args: Sequence[Any]) -> list[np.ndarray]:
-    """Each result the caller's own, as jax.jit's are: one that is an argument or an earlier
-    result, or a view that may share memory with one (a program's reshape, slice or
-    transpose), is copied. (Host programs return NumPy views where the graph's op is a
-    view: writing into `gx.compile(lambda x: x.T)(x)` wrote into `x`.) A fresh result, the
-    usual case, costs one lookup and one attribute."""
-    given = [a for a in args if isinstance(a, np.ndarray)]
-    seen = {id(a) for a in given}
-    for k, o in enumerate(outs):
-        if id(o) in seen or o.base is not None and any(np.may_share_memory(o, a)
-                                                       for a in given):
-            outs[k] = o = o.copy()
-        seen.add(id(o))
-        given.append(o)
-    return outs
 
 
 def _converter(example: Any, dtype: str, name: str, device: bool = False

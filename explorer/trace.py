@@ -13,7 +13,7 @@ import numpy as np
 from .analysis.cost import Cost, graph_cost
 from .analysis.memory import MemoryPlan, plan
 from .backends import reference, registry
-from .backends.result import RunResult
+from .backends.result import RunResult, owned
 from .frontend.arguments import ArgumentMismatch
 from .frontend.jax import Traced, trace
 from .ir.graph import Graph
@@ -148,7 +148,7 @@ class Trace:
         flat = self.flat_args(args or self.example_args)
         with chosen.session(**settings):
             r = registry.run_graph(g, flat, name, self.options)
-        value = jax.tree_util.tree_unflatten(self.traced.out_tree, r.outputs)
+        value = jax.tree_util.tree_unflatten(self.traced.out_tree, owned(list(r.outputs), flat))
         return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels, r.workers, r.dashboard,
                          r.program)
 

@@ -6,6 +6,8 @@ runs on the reference, cpu and jax backends and must give jax.jit's shape, dtype
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -142,7 +144,7 @@ def test_platform_dependent_keeps_only_the_cpu_branch():
                                   "twice", "a view of another result", "fresh"])
 def test_compiled_results_are_the_callers_own(name):
     """As jax.jit's results are new arrays, gx.compile's host results never share memory
-    with the arguments or with each other: the identity, a reshape, transpose, slice or
+    with the arguments or with each other (nor do trace.run's): the identity, a reshape, transpose, slice or
     split of an argument came back as the argument or a view of it, so writing into the
     result wrote into the caller's input."""
     fns = {"identity": lambda x: x, "reshape": lambda x: x.reshape(3, 4),
@@ -153,8 +155,10 @@ def test_compiled_results_are_the_callers_own(name):
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     keep = x.copy()
     want = [np.asarray(v) for v in jax.tree_util.tree_leaves(fns[name](x))]
-    for backend in ("reference", "cpu"):
-        got = jax.tree_util.tree_leaves(gx.compile(fns[name], backend=backend)(x))
+    runs = [lambda b: gx.compile(fns[name], backend=b)(x),  # and trace.run's values
+            lambda b: gx.explore(fns[name], x).run(x, backend=b).value]
+    for backend, run in itertools.product(("reference", "cpu"), runs):
+        got = jax.tree_util.tree_leaves(run(backend))
         for k, out in enumerate(got):
             np.testing.assert_array_equal(out, want[k])
             assert not np.shares_memory(out, x), (backend, k)
