@@ -508,6 +508,7 @@ def test_convolutions_gather_their_windows_with_a_numba_loop() -> None:
     layout, stride, padding (negative too), kernel dilation and input dilation (a transposed
     convolution), small and large (windows gathered on every core)."""
     from explorer.backends.cpu import conv
+    from explorer.ir.graph import Attrs, TensorType
 
     name = "conv_general_dilated"
     for seed in range(24):
@@ -529,11 +530,35 @@ def test_convolutions_gather_their_windows_with_a_numba_loop() -> None:
                      rhs_dilation=dilation, lhs_dilation=base)
             np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a),
                                        OPS[name].ref(x, w, **a), rtol=1e-5, atol=1e-5)
+            # small ones, transposed (base-dilated) too, gather with the numba loop
+            assert conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")],
+                                Attrs(a)) is not None
     x, w = _f32(8, 32, 32, 3), _f32(3, 3, 3, 16)  # on every core
     a = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), dimension_numbers=nhwc)
     assert 8 * 32 * 32 * 27 >= conv.PARALLEL_MIN
     np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a), OPS[name].ref(x, w, **a),
                                rtol=1e-5, atol=1e-5)
+    # a large transposed convolution keeps the reference (its windows are mostly zeros)
+    big = dict(a, lhs_dilation=(2, 2), padding=((2, 1), (2, 1)))
+    assert conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")],
+                        Attrs(big)) is None
+
+
+def test_programs_lay_out_convolutions_ahead() -> None:
+    """A CPU program calls each convolution of a CNN's gradient (forward, weight gradient,
+    transposed input gradient) in the form laid out when the program was made, and gives
+    the reference's results."""
+    from tests.zoo import zoo
+
+    fn, args = zoo()["cnn_grad"]
+    t = gx.explore(fn, *args)
+    r = t.run(backend="cpu")
+    convs = [line for line in r.program.splitlines()
+             if "conv_general_dilated" in line and not line.lstrip().startswith("#")]
+    assert len(convs) == 5 and all("laid out ahead" in line for line in convs), convs
+    for got, want in zip(jax.tree_util.tree_leaves(r.value),
+                         jax.tree_util.tree_leaves(t.run(backend="reference").value)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def _diag_mask_sum(x: jax.Array) -> jax.Array:

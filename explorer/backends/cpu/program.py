@@ -28,6 +28,7 @@ node, the hook the tracemalloc measurement reads (reference.measured).
 
 from __future__ import annotations
 
+import functools
 import keyword
 import math
 import re
@@ -55,8 +56,12 @@ ENTRY, MEASURED = "program", "program_measured"
 FOLD_BYTES = 1 << 16
 # ops never computed ahead: JAX runs an opaque node, and may have effects
 NOT_FOLDED = frozenset({"opaque"})
-# gathers and scatters at indices known only at run time: laid out when the program is made
-PREPARED = frozenset({"gather", *indexing_prepared.SCATTERS})
+# ops laid out when the program is made (gathers and scatters at indices known only at run
+# time, convolutions): op -> (its input types, attrs) -> a function of its inputs, or None
+PREPARED: dict[str, Callable[[Sequence[Any], Any], Callable[..., Any] | None]] = {
+    **{op: functools.partial(indexing_prepared.prepare, op)
+       for op in ("gather", *indexing_prepared.SCATTERS)},
+    "conv_general_dilated": conv.prepare}
 # ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
 LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **sorting.REFERENCES,
          **window.REFERENCES}
@@ -265,9 +270,10 @@ class _Writer:
                 t.shape, dtypes.to_numpy(t.dtype), self.folded_values[(prefix, n.inputs[1])],
                 dict(n.attrs)))
             return [f"{target} = {self.cast(n.type)}({fn}({ins[0]}))  # indices laid out ahead"]
-        if n.op in PREPARED and (fn := indexing_prepared.prepare(
-                n.op, [g[i].type for i in n.inputs], n.attrs)) is not None:
-            # the shapes' part of the indexing worked out now; a call reads the indices
+        if n.op in PREPARED and (fn := PREPARED[n.op]([g[i].type for i in n.inputs],
+                                                      n.attrs)) is not None:
+            # the shapes' part worked out now (a gather's, a convolution's); a call reads
+            # the values
             fn = self.bind(f"{_ident(n.op)}_{prefix}{n.id}", fn)
             return [f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))  # its shapes laid out ahead"]
         if row.program is not None:
