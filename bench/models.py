@@ -278,9 +278,8 @@ def compare(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int,
     NumPy's matmul wakes, spin), and the pause keeps that out of the ratios in either
     direction. The jax backend's columns run XLA executables as jax.jit does, so they
     alternate with it call by call (`paired`), which block ratios could not resolve to 5%
-    on a shared VM. A program
-    with non-array leaves (an equinox module's activation) is jitted as equinox users do,
-    with equinox.filter_jit."""
+    on a shared VM. A program with non-array leaves (an equinox module's activation) is
+    jitted as equinox users do, with equinox.filter_jit."""
     jitted, want = jit_of(fn, args)
     jit_call = lambda: jax.block_until_ready(jitted(*args))  # noqa: E731
     blocks, pairs = {"jax.jit": jit_call}, {"jax.jit": jit_call}
