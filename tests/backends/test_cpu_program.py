@@ -6,6 +6,7 @@ visible note, and calls that trace once per signature."""
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -503,10 +504,10 @@ def test_the_max_pool_gradient_runs_as_one_numba_loop_with_the_rows_semantics() 
                                OPS[name].ref(src, x, **attrs), rtol=1e-6)
 
 
-def test_convolutions_gather_their_windows_with_a_numba_loop() -> None:
-    """Ungrouped 2-D convolutions (backends/cpu/conv.py) agree with the op row on every
-    layout, stride, padding (negative too), kernel dilation and input dilation (a transposed
-    convolution), small and large (windows gathered on every core)."""
+def test_convolutions_run_as_numba_loops() -> None:
+    """Ungrouped 2-D convolutions (backends/cpu/conv.py), by both methods, agree with the op
+    row on every layout, stride, padding (negative too), kernel dilation and input dilation
+    (a transposed convolution), small and large (on every core)."""
     from explorer.backends.cpu import conv
     from explorer.ir.graph import Attrs, TensorType
 
@@ -533,11 +534,37 @@ def test_convolutions_gather_their_windows_with_a_numba_loop() -> None:
             # small ones, transposed (base-dilated) too, gather with the numba loop
             assert conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")],
                                 Attrs(a)) is not None
-    x, w = _f32(8, 32, 32, 3), _f32(3, 3, 3, 16)  # on every core
+    # a few channels over wide rows: the direct loop, on every layout, stride, padding and
+    # kernel dilation
+    for dn, x, w in ((nhwc, _f32(2, 9, 40, 3), _f32(3, 3, 3, 5)),
+                     (nchw, _f32(2, 3, 9, 40), _f32(6, 3, 3, 3))):
+        for strides, padding, dilation in (((1, 1), ((1, 1), (1, 1)), (1, 1)),
+                                           ((2, 2), ((1, 1), (0, 1)), (1, 1)),
+                                           ((1, 2), ((2, 2), (1, 1)), (2, 1)),
+                                           ((2, 1), ((-1, 2), (0, -1)), (1, 2))):
+            a = dict(window_strides=strides, padding=padding, dimension_numbers=dn,
+                     rhs_dilation=dilation)
+            fn = conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")], Attrs(a))
+            assert fn is not None and fn.method == "direct", (strides, padding, dilation)
+            np.testing.assert_allclose(fn(x, w), OPS[name].ref(x, w, **a), rtol=1e-5, atol=1e-5)
+            # transposed ones take im2col or the reference; the direct loop's planes spell
+            # out the input's dilation all the same
+            t = dict(a, lhs_dilation=(2, 3))
+            with mock.patch.object(conv, "_method", return_value="direct"):
+                fn = conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")],
+                                  Attrs(t))
+            assert fn.method == "direct"
+            np.testing.assert_allclose(fn(x, w), OPS[name].ref(x, w, **t), rtol=1e-5, atol=1e-5)
+    # on every core, by each method
     a = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), dimension_numbers=nhwc)
-    assert 8 * 32 * 32 * 27 >= conv.PARALLEL_MIN
-    np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a), OPS[name].ref(x, w, **a),
-                               rtol=1e-5, atol=1e-5)
+    for x, w, method in ((_f32(8, 32, 32, 3), _f32(3, 3, 3, 16), "direct"),
+                         (_f32(8, 32, 32, 8), _f32(3, 3, 8, 16), "im2col")):
+        fn = conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")], Attrs(a))
+        assert fn.method == method and x[..., 0].size * w[..., 0].size >= conv.PARALLEL_MIN
+        np.testing.assert_allclose(fn(x, w), OPS[name].ref(x, w, **a), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(conv.REFERENCES[name](x, w, **a), OPS[name].ref(x, w, **a),
+                                   rtol=1e-5, atol=1e-5)
+    x, w = _f32(8, 32, 32, 3), _f32(3, 3, 3, 16)
     # a large transposed convolution keeps the reference (its windows are mostly zeros)
     big = dict(a, lhs_dilation=(2, 2), padding=((2, 1), (2, 1)))
     assert conv.prepare([TensorType(x.shape, "f32"), TensorType(w.shape, "f32")],

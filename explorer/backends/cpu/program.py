@@ -274,8 +274,10 @@ class _Writer:
                                                       n.attrs)) is not None:
             # the shapes' part worked out now (a gather's, a convolution's); a call reads
             # the values
+            how = f": {fn.method}" if hasattr(fn, "method") else ""  # (a convolution's)
             fn = self.bind(f"{_ident(n.op)}_{prefix}{n.id}", fn)
-            return [f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))  # its shapes laid out ahead"]
+            return [f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))"
+                    f"  # its shapes laid out ahead{how}"]
         if row.program is not None:
             expr = row.program(ins, [g[i].type for i in n.inputs], n.type, n.attrs)
             return [f"{target} = {self.cast(n.type)}({expr})"]
