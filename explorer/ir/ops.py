@@ -788,6 +788,8 @@ def _broadcast_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) ->
     for src, dst in enumerate(a["broadcast_dimensions"]):
         view[dst] = t.shape[src]  # type: ignore[union-attr]
     source = x[0] if tuple(view) == t.shape else f"{x[0]}.reshape({tuple(view)})"  # type: ignore[union-attr]
+    if tuple(view) == tuple(a["shape"]):  # (only new unit axes: the reshape is all of it)
+        return source
     return f"np.broadcast_to({source}, {tuple(a['shape'])})"
 
 

@@ -288,17 +288,27 @@ def test_programs_that_call_lapack_run_their_dots_on_scipys_blas() -> None:
     assert exe.program is not None
     assert "`matmul` is SciPy's gemm (np.matmul beyond 2-D)," in exe.program.source
     rng = np.random.default_rng(0)
+    gemm = mock.patch.object(dots, "ONE_THREAD", 0)  # (these small products too)
     for dtype in (np.float32, np.float64):
         x, y = rng.standard_normal((7, 5)).astype(dtype), rng.standard_normal((5, 4)).astype(dtype)
         for lhs, rhs in ((x, y), (np.asfortranarray(x), y), (x, np.asfortranarray(y)),
                          (x.T.copy().T, y.T.copy().T), (x[::2], y), (x[:, :3], y[:3, ::2]),
                          (x, y[:, 0]), (x[0], y), (x[0], y[:, 0]),
                          (np.stack([x, x]), y)):
-            got = dots.scipy_matmul(lhs, rhs)
+            with gemm:
+                got = dots.scipy_matmul(lhs, rhs)
             want = np.matmul(lhs, rhs)
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert dots.scipy_matmul(x[:, :0], y[:0]).shape == (7, 4)
+    with gemm:
+        assert dots.scipy_matmul(x[:, :0], y[:0]).shape == (7, 4)
+    # a product OpenBLAS runs on one thread anyway goes through np.matmul (3 us a call
+    # where SciPy's wrapper costs 13-16)
+    def no_gemm() -> None:
+        raise AssertionError("a one-thread product went to SciPy's gemm")
+
+    with mock.patch.object(dots, "_GEMM", {"float32": no_gemm, "float64": no_gemm}):
+        assert np.array_equal(dots.scipy_matmul(x, y), np.matmul(x, y))
 
 
 @pytest.mark.parametrize("name", ["gather", "scatter", "scatter-add", "scatter-mul", "scatter-min",
@@ -796,3 +806,58 @@ def test_parallel_and_serial_builds_of_one_loop_have_their_own_cache_entries(tmp
     outs = [subprocess.run([sys.executable, "-c", run.format(p)], env=env, capture_output=True,
                            text=True, check=True).stdout.split() for p in (True, False, False)]
     assert outs == [["0", "1"], ["0", "1"], ["1", "0"]]  # (the third: the serial entry, cached)
+
+
+def test_cholesky_and_triangular_solves_call_lapack_laid_out_ahead() -> None:
+    """backends/cpu/lapack.py: potrf and trtrs looked up when the program is made give the
+    op rows' references bit for bit on every side, triangle, transpose, unit diagonal,
+    element type and memory order; a failure LAPACK reports runs the reference (NaNs for a
+    matrix that is not positive definite, SciPy's error for a singular triangle); batches
+    keep the reference; a GP gradient's program calls them."""
+    import scipy.linalg as sla
+
+    from explorer.backends.cpu import lapack
+    from explorer.ir.graph import Attrs, TensorType
+
+    rng = np.random.default_rng(3)
+    for dtype, name in ((np.float32, "f32"), (np.float64, "f64")):
+        a = rng.standard_normal((6, 6)).astype(dtype)
+        spd = a @ a.T + 6 * np.eye(6, dtype=dtype)
+        chol = lapack.prepare_cholesky([TensorType((6, 6), name)], Attrs({}))
+        for m in (spd, np.asfortranarray(spd)):
+            assert np.array_equal(chol(m), OPS["cholesky"].ref(m))
+        bad = -spd
+        assert np.isnan(chol(bad)).all() and np.isnan(OPS["cholesky"].ref(bad)).all()
+        tri = np.tril(a) + 3 * np.eye(6, dtype=dtype)
+        for left in (True, False):
+            b = rng.standard_normal((6, 4) if left else (4, 6)).astype(dtype)
+            for lower, transpose_a, unit in ((True, False, False), (True, True, False),
+                                             (False, False, True), (False, True, True)):
+                attrs = dict(left_side=left, lower=lower, transpose_a=transpose_a,
+                             conjugate_a=False, unit_diagonal=unit)
+                t = tri if lower else tri.T.copy()
+                solve = lapack.prepare_triangular_solve(
+                    [TensorType((6, 6), name), TensorType(b.shape, name)], Attrs(attrs))
+                for tt, bb in ((t, b), (np.asfortranarray(t), b), (t, np.asfortranarray(b))):
+                    got, want = solve(tt, bb), OPS["triangular_solve"].ref(tt, bb, **attrs)
+                    assert got.dtype == want.dtype and np.array_equal(got, want), attrs
+        singular = tri.copy()
+        singular[2, 2] = 0
+        attrs = dict(left_side=True, lower=True, transpose_a=False, conjugate_a=False,
+                     unit_diagonal=False)
+        solve = lapack.prepare_triangular_solve([TensorType((6, 6), name)] * 2, Attrs(attrs))
+        with pytest.raises(sla.LinAlgError):
+            solve(singular, tri)
+    assert lapack.prepare_cholesky([TensorType((2, 6, 6), "f32")], Attrs({})) is None
+    assert lapack.prepare_cholesky([TensorType((6, 6), "bf16")], Attrs({})) is None
+    from tests.zoo import zoo
+
+    fn, args = zoo()["gp_grad"]
+    t = gx.explore(fn, *args)
+    r = t.run(backend="cpu")
+    calls = [line for line in r.program.splitlines() if line.lstrip().startswith("v")
+             and ("cholesky" in line or "triangular_solve" in line)]
+    assert len(calls) == 5 and all("laid out ahead" in line for line in calls), calls
+    for got, want in zip(jax.tree_util.tree_leaves(r.value),
+                         jax.tree_util.tree_leaves(t.run(backend="reference").value)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

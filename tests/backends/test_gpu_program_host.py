@@ -80,6 +80,7 @@ def test_the_zoo_runs_as_one_gpu_program_with_the_reference_results(name: str) -
     assert all(f"# %{n.id} = {n.op}" in text for n in top), name
     assert "numba" not in text  # (loops run their drivers, kernels are CUDA)
     assert "ops.constant(" not in text  # (on the device once, when the program is made)
+    assert "laid out ahead" not in text  # (the CPU program's host loops and LAPACK calls)
     ahead = {n.id for n in top if f"# %{n.id} = {n.op}" in text and
              text.split(f"# %{n.id} = {n.op}")[1].split("\n")[0].endswith("program was made")}
     kernels = [n for n in g.nodes if n.op == "kernel" and n.id not in ahead]

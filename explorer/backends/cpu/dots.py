@@ -33,13 +33,20 @@ def what(matmul: Callable[[Any, Any], np.ndarray]) -> str:
     return "SciPy's gemm (np.matmul beyond 2-D)" if matmul is scipy_matmul else "np.matmul"
 
 
+# multiply-adds up to which OpenBLAS runs a gemm on the calling thread alone (interface/gemm.c:
+# SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD), so no pool wakes: np.matmul then, whose
+# call costs 3 us where SciPy's gemm wrapper costs 13-16 (a GP gradient's 12x12 products)
+ONE_THREAD = 65536 * 4
+
+
 def scipy_matmul(a: Any, b: Any) -> np.ndarray:
     """np.matmul(a, b) through SciPy's BLAS gemm for 2-D float32/float64 operands (C = A B
     is C^T = B^T A^T in BLAS's column-major terms, so a row-major operand is passed as it
-    is and the result comes back row-major); anything else through np.matmul."""
+    is and the result comes back row-major); anything else, and products small enough for
+    one thread (ONE_THREAD), through np.matmul."""
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.name not in _GEMM \
-            or a.size == 0 or b.size == 0:
+            or a.size == 0 or b.size == 0 or a.shape[0] * a.shape[1] * b.shape[1] <= ONE_THREAD:
         return np.matmul(a, b)
     x, tx = _column_major(b.T)
     y, ty = _column_major(a.T)

@@ -45,7 +45,7 @@ from ...ir.ops import OPS
 from ...ir.traits import Emit
 from .. import reference
 from ..interpreter import last_uses
-from . import conv, dots, indexing, indexing_prepared, random, runtime, sorting, window
+from . import conv, dots, indexing, indexing_prepared, lapack, random, runtime, sorting, window
 from .dot_kernels import DotKernel
 from .kernels import CompiledKernel, compile_kernel
 from .loops import CompiledLoop
@@ -57,11 +57,12 @@ FOLD_BYTES = 1 << 16
 # ops never computed ahead: JAX runs an opaque node, and may have effects
 NOT_FOLDED = frozenset({"opaque"})
 # ops laid out when the program is made (gathers and scatters at indices known only at run
-# time, convolutions): op -> (its input types, attrs) -> a function of its inputs, or None
+# time, convolutions, LAPACK calls): op -> (its input types, attrs) -> a function of its
+# inputs, or None
 PREPARED: dict[str, Callable[[Sequence[Any], Any], Callable[..., Any] | None]] = {
     **{op: functools.partial(indexing_prepared.prepare, op)
        for op in ("gather", *indexing_prepared.SCATTERS)},
-    "conv_general_dilated": conv.prepare}
+    "conv_general_dilated": conv.prepare, **lapack.PREPARERS}
 # ops whose references run with numba loops in CPU programs (same semantics, bit for bit)
 LOOPS = {**conv.REFERENCES, **indexing.REFERENCES, **random.REFERENCES, **sorting.REFERENCES,
          **window.REFERENCES}
@@ -109,7 +110,9 @@ def _ident(text: str) -> str:
 class _Writer:
     """Writes the module: one function per graph (the stage and every body under it)."""
 
-    prepares_gathers = True  # a gather at indices computed ahead: indexing.prepared_gather
+    # ops laid out ahead as host loops and LAPACK calls (PREPARED, and a gather at indices
+    # computed ahead: indexing.prepared_gather)
+    lays_out_ahead = True
 
     def __init__(self, make_interpreter: Callable[[Graph], Any], matmul: Callable[..., Any],
                  reuse: _Writer | None = None) -> None:
@@ -262,7 +265,7 @@ class _Writer:
             return self.region(n, target, ins, dying, prefix)
         if n.op == "get_tuple_element":
             return [f"{target} = {ins[0]}[{n.attrs['index']}]"]
-        if n.op == "gather" and self.prepares_gathers and (prefix, n.inputs[1]) in self.folded_values:
+        if n.op == "gather" and self.lays_out_ahead and (prefix, n.inputs[1]) in self.folded_values:
             # indices computed ahead: the gather's plan and window layout made now too
             t = g[n.inputs[0]].type
             assert isinstance(t, TensorType)
@@ -270,7 +273,7 @@ class _Writer:
                 t.shape, dtypes.to_numpy(t.dtype), self.folded_values[(prefix, n.inputs[1])],
                 dict(n.attrs)))
             return [f"{target} = {self.cast(n.type)}({fn}({ins[0]}))  # indices laid out ahead"]
-        if n.op in PREPARED and (fn := PREPARED[n.op]([g[i].type for i in n.inputs],
+        if self.lays_out_ahead and n.op in PREPARED and (fn := PREPARED[n.op]([g[i].type for i in n.inputs],
                                                       n.attrs)) is not None:
             # the shapes' part worked out now (a gather's, a convolution's); a call reads
             # the values

@@ -79,7 +79,7 @@ class GpuWriter(_Writer):
     """The CPU backend's program writer, writing for the device: kernels from
     `compile_kernel(node, name)`, arrays of `xp`, loops through the drivers (no numba)."""
 
-    prepares_gathers = False  # (numba loops on the host: not for device arrays)
+    lays_out_ahead = False  # (numba loops and LAPACK on the host: not for device arrays)
 
     def __init__(self, make_interpreter: Callable[[Graph], Any], xp: Any,
                  compile_kernel: Callable[[Node, str], Any], reuse: GpuWriter | None = None) -> None:
