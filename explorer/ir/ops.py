@@ -94,7 +94,7 @@ class OpDef:
     # program is written, so a dot becomes the one matmul its ref would reach; `matmul` is
     # np.matmul, or a backend's function of the same semantics bound under that name):
     # (operand expressions, input types, result type, attrs) -> expression. None: call `ref`.
-    program: Callable[[list[str], Sequence[Type], Type, Attrs], str] | None = None
+    program: Callable[[list[str], Sequence[Type], Type, Attrs], str | None] | None = None
     # Per code-generator dialect (traits.DIALECTS): the scalar form, or FALLS_BACK. Every
     # elementwise row addresses every dialect.
     scalar: Mapping[str, ScalarExpr | Any] = field(default_factory=dict)
@@ -279,13 +279,13 @@ def _lax(name: str) -> Callable[..., Any]:
 def pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infer, ref: Ref,
               flops: Flops, jax: Callable[..., Any], sample: Any, *, expr: Any = None,
               hlo: str | tuple[tuple[str, dict[str, Any]], ...] = (),
-              optional: tuple[str, ...] = (), scalar_takes: Any = None,
+              optional: tuple[str, ...] = (), scalar_takes: Any = None, program: Any = None,
               **dialects: Any) -> None:
     """Register an elementwise row: it maps chunks to chunks and fuses pointwise. Scalar forms, as
     traits.scalar_expr reads them: `expr` is shared by every dialect; a keyword named after a
     dialect (numba=..., cuda=...) gives that dialect's, and FALLS_BACK says it has none;
     `scalar_takes` (OpDef's) narrows them to some nodes. `hlo`: an opcode name, or (opcode,
-    attrs) pairs."""
+    attrs) pairs. `program`: OpDef's."""
     assert set(dialects) <= set(DIALECTS), f"{name}: unknown dialects {set(dialects) - set(DIALECTS)}"
     forms = {d: dialects.get(d, expr) for d in DIALECTS}
     missing = [d for d, f in forms.items() if f is None]
@@ -293,7 +293,7 @@ def pointwise(name: str, arity: int | None, attrs: tuple[str, ...], infer: Infer
     register(OpDef(name, OpKind.ELEMENTWISE, arity, attrs, infer, ref, flops, jax, sample,
                    split=Split.MAP, fuse=Fuse.POINTWISE, scalar=forms,
                    hlo=((hlo, {}),) if isinstance(hlo, str) else hlo, optional=optional,
-                   scalar_takes=scalar_takes))
+                   scalar_takes=scalar_takes, program=program))
 
 
 def _unary(name: str, ref: Ref, cost: int = 1, lax_name: str | None = None,
@@ -458,7 +458,8 @@ _binary("add_any", np.add, lax_name="add", expr="({0} + {1})")
 _binary("sub", np.subtract, expr="({0} - {1})", hlo="subtract")
 _binary("mul", np.multiply, expr="({0} * {1})", hlo="multiply")
 _binary("div", _int_div, sample=_nonzero_sample("f32"), expr=by_dtype("_idiv({0}, {1})", "({0} / {1})"),
-        hlo="divide")
+        hlo="divide", program=lambda x, ts, out, a: (  # (programs run with errors ignored)
+            f"np.true_divide({x[0]}, {x[1]})" if out.dtype.startswith(("f", "bf", "c")) else None))
 _binary("rem", _rem, sample=_nonzero_sample("i32"), numba=by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
         cuda=by_dtype("_irem({0}, {1})", "fmod({0}, {1})"), hlo="remainder")
 def _pow_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -1227,9 +1228,19 @@ def _reducer(name: str, fn: Ref, monoid: str, sample_dtype: str = "f32") -> None
 
         return getattr(lax, name)(x, tuple(axes))
 
+    def program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str | None:
+        # ref's ufunc reduction, called straight (np.sum's wrappers cost 2-3 us), where no
+        # identity is needed
+        ufunc = {np.sum: "np.add", np.prod: "np.multiply", np.max: "np.maximum",
+                 np.min: "np.minimum"}.get(fn)
+        if ufunc is None or ts[0].size == 0:  # type: ignore[union-attr]
+            return None
+        return f"{ufunc}.reduce({x[0]}, axis={tuple(a['axes'])})"
+
     register(OpDef(name, OpKind.REDUCE, 1, ("axes",), _reduce_infer, ref, _reduce_flops, jax_fn,
                    lambda rng: ([sample_array(rng, (3, 4, 5), sample_dtype)], {"axes": (0, 2)}),
-                   monoid=MONOIDS[monoid], split=Split.ACCUMULATE, fuse=Fuse.REDUCTION))
+                   monoid=MONOIDS[monoid], split=Split.ACCUMULATE, fuse=Fuse.REDUCTION,
+                   program=program))
 
 
 _reducer("reduce_sum", np.sum, "add")

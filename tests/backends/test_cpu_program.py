@@ -6,6 +6,7 @@ visible note, and calls that trace once per signature."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import jax
@@ -861,3 +862,34 @@ def test_cholesky_and_triangular_solves_call_lapack_laid_out_ahead() -> None:
     for got, want in zip(jax.tree_util.tree_leaves(r.value),
                          jax.tree_util.tree_leaves(t.run(backend="reference").value)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_plain_kernels_launch_straight_after_their_first_call() -> None:
+    """A kernel whose launch does nothing to its inputs (no accumulator, no 0-d or large
+    input, no donor to look for) binds a plain launch after its first call; a reduction's
+    does not; both give the reference's values on every later call, and a plain launch that
+    numba cannot type falls back to the interpreter and says why."""
+    from explorer.backends.cpu import kernels as cpu_kernels
+
+    x = _f32(6, 5)
+    t = gx.explore(lambda x: (jnp.tanh(x * 2.0) + 1.0, jnp.exp(x).sum(1)), x)
+    exe = CpuProgram(t.final.graph)
+    want = t.run(backend="reference").value
+    for _ in range(3):
+        got = exe.call(exe.prepare([x]))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    ks = [k for k in exe.program.kernels if isinstance(k, cpu_kernels.CompiledKernel)]
+    plain = [k for k in ks if k._plain is not None]
+    assert len(plain) == 1 and len(ks) == 2 and all(k._looked for k in ks), ks
+    k = plain[0]
+
+    class TypingError(Exception):  # (as numba's errors are: from a numba module)
+        __module__ = "numba.core.errors"
+
+    def refuse(*args: Any) -> None:
+        raise TypingError("cannot type this")
+
+    k.fn = refuse
+    np.testing.assert_allclose(k([x]), want[0], rtol=1e-5, atol=1e-6)
+    assert k._plain is None and k.fn is None and k.reason.startswith("numba:")

@@ -281,8 +281,8 @@ class _Writer:
             fn = self.bind(f"{_ident(n.op)}_{prefix}{n.id}", fn)
             return [f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))"
                     f"  # its shapes laid out ahead{how}"]
-        if row.program is not None:
-            expr = row.program(ins, [g[i].type for i in n.inputs], n.type, n.attrs)
+        if row.program is not None and (expr := row.program(ins, [g[i].type for i in n.inputs],
+                                                            n.type, n.attrs)) is not None:
             return [f"{target} = {self.cast(n.type)}({expr})"]
         args = list(ins)
         for k, v in n.attrs.items():
