@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from explorer.ir import GraphBuilder, TensorType, dtypes
-from explorer.ir.graph import Node
+from explorer.ir.graph import Attrs, Node
 from explorer.ir.ops import MONOID_REDUCTIONS, OPS
 from explorer.ir.traits import DIALECTS, FALLS_BACK, MONOIDS, Fuse, OpKind, Split, View
 
@@ -252,3 +252,16 @@ def test_dot_program_form_matches_the_reference(case) -> None:
     rng = np.random.default_rng(1)
     x, y = rng.standard_normal(lhs).astype(np.float32), rng.standard_normal(rhs).astype(np.float32)
     _program_matches("dot_general", [x, y], {"dimension_numbers": dims})
+
+
+def test_program_forms_decline_where_the_reference_is_needed() -> None:
+    """An OpDef.program may decline (None) and the program calls the reference: integer
+    division (XLA's truncation and x / 0), a max or min over an empty axis (the identity)."""
+    i32 = TensorType((3,), "i32")
+    assert OPS["div"].program(["a", "b"], [i32, i32], i32, Attrs({})) is None
+    f32 = TensorType((3,), "f32")
+    assert OPS["div"].program(["a", "b"], [f32, f32], f32, Attrs({})) == "np.true_divide(a, b)"
+    empty = TensorType((0, 4), "f32")
+    assert OPS["reduce_max"].program(["a"], [empty], TensorType((4,), "f32"),
+                                     Attrs({"axes": (0,)})) is None
+    assert OPS["reduce_or"].program is None

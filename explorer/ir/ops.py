@@ -1228,19 +1228,20 @@ def _reducer(name: str, fn: Ref, monoid: str, sample_dtype: str = "f32") -> None
 
         return getattr(lax, name)(x, tuple(axes))
 
+    ufunc = {np.sum: "np.add", np.prod: "np.multiply", np.max: "np.maximum",
+             np.min: "np.minimum"}.get(fn)
+
     def program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str | None:
         # ref's ufunc reduction, called straight (np.sum's wrappers cost 2-3 us), where no
         # identity is needed
-        ufunc = {np.sum: "np.add", np.prod: "np.multiply", np.max: "np.maximum",
-                 np.min: "np.minimum"}.get(fn)
-        if ufunc is None or ts[0].size == 0:  # type: ignore[union-attr]
+        if ts[0].size == 0:  # type: ignore[union-attr]
             return None
         return f"{ufunc}.reduce({x[0]}, axis={tuple(a['axes'])})"
 
     register(OpDef(name, OpKind.REDUCE, 1, ("axes",), _reduce_infer, ref, _reduce_flops, jax_fn,
                    lambda rng: ([sample_array(rng, (3, 4, 5), sample_dtype)], {"axes": (0, 2)}),
                    monoid=MONOIDS[monoid], split=Split.ACCUMULATE, fuse=Fuse.REDUCTION,
-                   program=program))
+                   program=program if ufunc is not None else None))
 
 
 _reducer("reduce_sum", np.sum, "add")

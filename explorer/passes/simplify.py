@@ -6,10 +6,9 @@ Applied (bit-exact for every input, NaN, infinities and signed zeros included):
   x + (-0.0), x - (+0.0) -> x       (floats: -0.0 is the additive identity; integers: 0)
   neg(neg(x)) -> x;  x ** 1 -> x;  x ** 2 -> x * x  (what lax.integer_pow computes)
   convert_element_type to x's own type, reduce over no axes, and broadcast/reshape/transpose
-  that keep x as it is -> x; reduce over axes of length 1 -> a reshape (+ 0.0 for a
-  floating-point sum); broadcast of broadcast, reshape of reshape, transpose of transpose
-  -> one op; transpose feeding dot_general -> new dimension numbers; a transpose that swaps
-  a dot_general's two free blocks -> the dot with its operands swapped.
+  that keep x as it is -> x; broadcast of broadcast, reshape of reshape, transpose of
+  transpose -> one op; transpose feeding dot_general -> new dimension numbers; a transpose
+  that swaps a dot_general's two free blocks -> the dot with its operands swapped.
   An op whose inputs are all constants -> a constant, if the result has at most `fold_limit`
   elements and no more than its largest input (a broadcast of a splat stays a broadcast);
   the op table's NumPy reference computes it, as the reference interpreter would.
@@ -75,20 +74,6 @@ def _identity(want: float, int_want: float) -> Any:
 
 def _same(ctx: RewriteContext, root: Node, x: Node) -> int | None:
     return x.id if x.type == root.type else None
-
-
-def _unit_axes(ctx: RewriteContext, root: Node, x: Node) -> int | None:
-    """A reduction over axes of length 1 folds one element each into the identity: the
-    element itself (the reshape to the result's shape), but for a floating-point sum, whose
-    identity +0.0 turns -0.0 into +0.0: that reshape plus 0.0, which fuses pointwise."""
-    axes = root.attrs["axes"]
-    if not axes or root.dtype != x.dtype or any(x.shape[a] != 1 for a in axes):
-        return None
-    one = ctx.emit("reshape", [x], {"new_sizes": root.shape})
-    if root.op != "reduce_sum" or dtypes.is_int(root.dtype) or dtypes.is_bool(root.dtype):
-        return one
-    return ctx.emit("add", [one, ctx.constant(np.zeros((), dtypes.to_numpy(root.dtype)),
-                                              root.dtype)])
 
 
 def _identity_perm(n: Node) -> bool:
@@ -190,8 +175,6 @@ def rules(fold_limit: int = 64) -> list[Rule]:
         Rule("convert-same-type", pat("convert_element_type", x, name="root"), _same),
         Rule("reduce-no-axes", pat(tuple(MONOID_REDUCTIONS.values()), x, name="root",
                                    attrs={"axes": ()}), _same),
-        Rule("reduce-unit-axes", pat(tuple(MONOID_REDUCTIONS.values()), x, name="root"),
-             _unit_axes),
         Rule("noop-shape-op", pat(("broadcast_in_dim", "reshape"), x, name="root"), _same),
         Rule("noop-shape-op", pat("transpose", x, name="root", where=_identity_perm), _same),
         Rule("broadcast-of-broadcast", pat("broadcast_in_dim", pat("broadcast_in_dim", x,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -62,27 +61,6 @@ def test_signed_zeros_survive() -> None:
 
     got = evaluate(g, [arr])[0]
     assert np.array_equal(np.signbit(got), np.signbit(arr)) and np.isnan(got[2])
-
-
-def test_reductions_over_unit_axes_are_reshapes() -> None:
-    """sum, max, min and prod over axes of length 1 become a reshape and keep each value
-    exactly (-0.0 and NaN too), on random inputs and on those."""
-    from explorer.backends.reference import evaluate
-
-    def fn(g: jax.Array, h: jax.Array) -> tuple[jax.Array, ...]:
-        return (g[None].sum(0), h.max(axis=(0, 2)), h.min(axis=2), h.prod(axis=0),
-                h.sum(axis=1))
-
-    args = (np.ones(3, np.float32), np.ones((1, 4, 1), np.float32))
-    graph = trace(fn, *args).graph
-    after, report = check_semantics(Simplify(), graph, like=args)
-    assert [r for r in report.rewrites if r.rule == "reduce-unit-axes"], report
-    assert [n.op for n in after.nodes if n.op.startswith("reduce_")] == ["reduce_sum"]
-    odd = (np.array([-0.0, np.nan, -np.inf], np.float32),
-           np.array([-0.0, np.nan, 2.0, -1.0], np.float32).reshape(1, 4, 1))
-    for want, got in zip(evaluate(graph, list(odd)), evaluate(after, list(odd)), strict=True):
-        assert want.shape == got.shape and np.array_equal(np.signbit(want), np.signbit(got))
-        np.testing.assert_array_equal(want, got)
 
 
 def test_fold_limit_is_an_option() -> None:
