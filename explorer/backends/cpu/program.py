@@ -273,10 +273,10 @@ class _Writer:
                 t.shape, dtypes.to_numpy(t.dtype), self.folded_values[(prefix, n.inputs[1])],
                 dict(n.attrs)))
             return [f"{target} = {self.cast(n.type)}({fn}({ins[0]}))  # indices laid out ahead"]
-        if self.lays_out_ahead and n.op in PREPARED and (fn := PREPARED[n.op]([g[i].type for i in n.inputs],
-                                                      n.attrs)) is not None:
-            # the shapes' part worked out now (a gather's, a convolution's); a call reads
-            # the values
+        if self.lays_out_ahead and n.op in PREPARED and (
+                fn := PREPARED[n.op]([g[i].type for i in n.inputs], n.attrs)) is not None:
+            # the shapes' part worked out now (a gather's, a convolution's, which LAPACK
+            # routine); a call reads the values
             how = f": {fn.method}" if hasattr(fn, "method") else ""  # (a convolution's)
             fn = self.bind(f"{_ident(n.op)}_{prefix}{n.id}", fn)
             return [f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))"
