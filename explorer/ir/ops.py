@@ -460,7 +460,7 @@ _binary("sub", np.subtract, expr="({0} - {1})", hlo="subtract")
 _binary("mul", np.multiply, expr="({0} * {1})", hlo="multiply")
 _binary("div", _int_div, sample=_nonzero_sample("f32"), expr=by_dtype("_idiv({0}, {1})", "({0} / {1})"),
         hlo="divide", program=lambda x, ts, out, a: (  # (programs run with errors ignored)
-            f"({x[0]} / {x[1]})" if out.dtype.startswith(("f", "bf", "c")) else None))
+            f"({x[0]} / {x[1]})" if _is_float(out.dtype) else None))
 _binary("rem", _rem, sample=_nonzero_sample("i32"), numba=by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
         cuda=by_dtype("_irem({0}, {1})", "fmod({0}, {1})"), hlo="remainder")
 def _pow_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:

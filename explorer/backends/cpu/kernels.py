@@ -163,7 +163,6 @@ class CompiledKernel:
         finally:
             self.seconds += time.perf_counter() - t0
 
-
     def _plainly(self) -> None:
         """After a launch that worked: where a launch does nothing to its inputs (no 0-d or
         large ones, no donor to look for, no accumulator: most kernels of a small program),
