@@ -24,9 +24,9 @@ import numpy as np
 from .backends import registry
 from .backends.measure import check_outputs
 from .ir import dtypes
-from .ir.control_ops import bodies, body_path
 from .ir.graph import Graph, Node, TensorType, TupleType, alone
 from .ir.opaque import OpaqueImpl, UnboundImpl
+from .ir.ops.regions import bodies, body_path
 from .ir.parser import parse
 
 
@@ -443,7 +443,7 @@ def _spec(t: Any) -> Any:
 
 
 def _types(text: str) -> Any:
-    from .ir.hlo_rows import type_from_text
+    from .ir.ops.regions import type_from_text
 
     return type_from_text(text)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.control_ops import CONTROL_FLOW
 from ..ir.graph import Graph, Node
 from ..ir.ops import OPS
-from ..ir.region_ops import combine_bodies
+from ..ir.ops.regions import CONTROL_FLOW, combine_bodies
 from ..ir.traits import OpKind, View
 from .memory import plan
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..ir.control_ops import CONTROL_FLOW, bodies
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS
+from ..ir.ops.regions import CONTROL_FLOW, bodies
 from ..ir.traits import View
 
 # (graph, node, contiguous: node id -> is its buffer contiguous) -> transient bytes the node's

@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..ir.control_ops import bodies, scan_groups
 from ..ir.graph import Graph, Node, TupleType
+from ..ir.ops.regions import bodies, scan_groups
 from .combine import Arrays, Combiner, chunk_of, span_types
 
 AfterStep = Callable[[Node, object], None]

@@ -27,9 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.control_ops import bodies, scan_groups
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
+from ..ir.ops.regions import bodies, scan_groups
 from ..options import CompileOptions
 from .interpreter import Interpreter, one_or_tuple
 from .reference import check_args

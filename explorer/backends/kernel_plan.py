@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..ir import dtypes
 from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import OPS
-from ..ir.traits import Fuse
+from ..ir.traits import FusionRole
 
 
 class PlanError(ValueError):
@@ -70,11 +70,11 @@ def plan_kernel(body: Graph) -> KernelPlan:
     if len(body.outputs) != 1 or not isinstance(body[body.outputs[0]].type, TensorType):
         raise PlanError("a kernel with several results")
     output = body[body.outputs[0]]
-    reduces = [n for n in body.nodes if OPS[n.op].fuse == Fuse.REDUCTION]
+    reduces = [n for n in body.nodes if OPS[n.op].fuse == FusionRole.REDUCTION]
     if len(reduces) > 1:
         raise PlanError("a kernel with more than one reduction")
     for n in body.nodes:
-        ok = OPS[n.op].fuse != Fuse.NONE or n.op == "parameter" \
+        ok = OPS[n.op].fuse != FusionRole.NONE or n.op == "parameter" \
             or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
         if not ok:
             raise PlanError(f"{n.op} cannot be part of a generated kernel")
@@ -211,7 +211,7 @@ def plan_rows(body: Graph) -> RowPlan:
     if len(body.outputs) != 1 or not isinstance(body[body.outputs[0]].type, TensorType):
         raise PlanError("a kernel with several results")
     output = body[body.outputs[0]]
-    reductions = [n for n in body.nodes if OPS[n.op].fuse == Fuse.REDUCTION]
+    reductions = [n for n in body.nodes if OPS[n.op].fuse == FusionRole.REDUCTION]
     if not reductions:
         raise PlanError("a row kernel without a reduction")
     shape = body[reductions[0].inputs[0]].shape
@@ -226,7 +226,7 @@ def plan_rows(body: Graph) -> RowPlan:
     row_level: set[int] = set()
     rounds: dict[int, int] = {}  # node -> the number of reduction passes it waits for
     for n in body.nodes:
-        ok = OPS[n.op].fuse != Fuse.NONE or n.op == "parameter" \
+        ok = OPS[n.op].fuse != FusionRole.NONE or n.op == "parameter" \
             or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
         if not ok:
             raise PlanError(f"{n.op} cannot be part of a generated kernel")
@@ -269,7 +269,7 @@ def plan_any(body: Graph) -> KernelPlan | RowPlan:
         try:
             return plan_rows(body)
         except PlanError as second:
-            several = sum(OPS[n.op].fuse == Fuse.REDUCTION for n in body.nodes) > 1
+            several = sum(OPS[n.op].fuse == FusionRole.REDUCTION for n in body.nodes) > 1
             raise (second if several else first) from None
 
 

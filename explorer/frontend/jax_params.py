@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir.graph import Source
 from ..ir.ops import OpError
-from ..ir.ops_indexing import GATHER_DIMS, SCATTER_DIMS, mode_name
+from ..ir.ops.indexing import GATHER_DIMS, SCATTER_DIMS, mode_name
 from .arguments import is_key
 from .jax import Converter, handles
 

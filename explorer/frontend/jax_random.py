@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Source, TensorType
-from ..ir.ops_random import KEY_WORDS
+from ..ir.ops.random import KEY_WORDS
 from .arguments import is_key
 from .jax import Converter, handles
 
@@ -87,7 +87,7 @@ def _key_attrs(eqn: Any, cv: Converter, ins: list[int], source: Source | None
         return ins, {}
     if name == "gather":
         dn = eqn.params["dimension_numbers"]
-        from ..ir.ops_indexing import GATHER_DIMS, mode_name
+        from ..ir.ops.indexing import GATHER_DIMS, mode_name
 
         dims = {k: cv.attr(getattr(dn, k)) for k in GATHER_DIMS}
         dims["offset_dims"] = (*dims["offset_dims"], rank)

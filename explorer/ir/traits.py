@@ -1,14 +1,13 @@
 """What an op *is*, as the op table declares it and every planner, fuser, codegen, memory
 model and importer reads it: its kind, whether it is a view, the monoid of a reduction, what
-the split and fuse passes may do with it, and each code generator's scalar form.
+the split and fuse passes may do with it.
 
-These are plain data; ir/ops.py fills them in, row by row. Nothing outside `explorer/ir`
+These are plain data; the op table (ir/ops/) fills them in, row by row. Nothing outside `explorer/ir`
 should list ops by name to learn one of these facts: it asks the row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -97,49 +96,9 @@ class Emit(str, Enum):
     INTERPRETED = "interpreted"  # the one node runs on the interpreter core (a visible choice)
 
 
-class Fuse(str, Enum):
-    """What the fuse pass may do with an op."""
+class FusionRole(str, Enum):
+    """What the fuse pass (passes/fuse.py) may do with an op: its role in a fused kernel."""
 
     NONE = "none"  # never inside a generated kernel
     POINTWISE = "pointwise"  # a member of a kernel's iteration space
     REDUCTION = "reduction"  # the (one) reduction of a kernel
-
-
-# A code generator's scalar form of an elementwise op: (operand expressions, node) -> expression.
-ScalarExpr = Callable[[list[str], Any], str]
-
-
-def call(fn: str) -> ScalarExpr:
-    """`fn(a, b, ...)`."""
-    return lambda a, n: f"{fn}({', '.join(a)})"
-
-
-def fmt(template: str) -> ScalarExpr:
-    """A format string over the operand expressions: fmt("({0} + {1})")."""
-    return lambda a, n: template.format(*a)
-
-
-def by_dtype(int_form: str, float_form: str) -> ScalarExpr:
-    """One template for integer results, another for the rest."""
-    return lambda a, n: (int_form if dtypes.is_int(n.dtype) else float_form).format(*a)
-
-
-def scalar_expr(form: ScalarExpr | str | Any) -> ScalarExpr | Any:
-    """A row's shorthand as a ScalarExpr: a string holding `{` is a template (fmt), any other
-    string a function name (call); callables and FALLS_BACK stay as they are."""
-    if isinstance(form, str):
-        return fmt(form) if "{" in form else call(form)
-    return form
-
-
-class _FallsBack:
-    """The explicit mark that a code generator has no scalar form for an op: kernels holding
-    it run on the reference interpreter, as a visible choice."""
-
-    def __repr__(self) -> str:
-        return "FALLS_BACK"
-
-
-FALLS_BACK: Any = _FallsBack()
-# The code generators' dialects, each of which every elementwise row must address.
-DIALECTS = ("numba", "cuda")

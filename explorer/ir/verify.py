@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .control_ops import bodies, body_path
 from .graph import Graph, TensorType
 from .ops import OPS, OpError, infer_type
+from .ops.regions import bodies, body_path
 
 
 class VerifyError(ValueError):

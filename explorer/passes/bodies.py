@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
-from ..ir.control_ops import CONTROL_FLOW, BodyKey, bodies, body_path, with_bodies
 from ..ir.graph import Graph
+from ..ir.ops.regions import CONTROL_FLOW, BodyKey, bodies, body_path, with_bodies
 from ..ir.rewrite import Rewrite
 
 Run = Callable[[Graph], "tuple[Graph, Sequence[Rewrite]]"]

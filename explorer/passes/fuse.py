@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import CONTROL_FLOW, OPS
 from ..ir.rewrite import Rewrite
-from ..ir.traits import Fuse as Role  # the op table's fuse trait (Fuse here is the pass)
+from ..ir.traits import FusionRole
 from . import register
 from .base import PassReport
 from .bodies import descend
@@ -41,12 +41,12 @@ from .bodies import descend
 
 def _loopy(n: Node) -> bool:
     """Ops that compute one element from the same element of their inputs (or a broadcast)."""
-    return OPS[n.op].fuse == Role.POINTWISE
+    return OPS[n.op].fuse == FusionRole.POINTWISE
 
 
 def _reduction(n: Node) -> bool:
     """The one reduction a kernel may hold."""
-    return OPS[n.op].fuse == Role.REDUCTION
+    return OPS[n.op].fuse == FusionRole.REDUCTION
 
 
 # A lone elementwise op or reduction this large is a kernel of its own too: NumPy runs it on

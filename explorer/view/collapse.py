@@ -27,8 +27,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..ir.control_ops import bodies
 from ..ir.graph import Call, Graph, Node, Source
+from ..ir.ops.regions import bodies
 
 BUDGET = 60  # boxes on the first view
 _MANY_PARAMS = 8  # more parameters than this are grouped as "inputs"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import graphviz
 
 from ..analysis.cost import node_bytes, node_flops
-from ..ir.control_ops import bodies
 from ..ir.graph import Graph, Node, TensorType
+from ..ir.ops.regions import bodies
 from ..units import format_bytes
 from .collapse import BUDGET, Box, Cluster, Entry, Folded, Layout, body_prefix, plan_layout, region_prefix
 from .graphdiff import ADDED, CHANGED, REMOVED, GraphDiff, graph_diff

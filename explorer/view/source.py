@@ -11,8 +11,8 @@ import linecache
 import re
 from collections.abc import Iterable, Iterator
 
-from ..ir.control_ops import bodies
 from ..ir.graph import Graph, Source
+from ..ir.ops.regions import bodies
 from .schema import SourceLine
 
 CONTEXT = 2  # lines shown around each used line

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.ops_indexing import gather_plan, gather_with, scatter_with
+from ...ir.ops.indexing import gather_plan, gather_with, scatter_with
 from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
 
@@ -101,7 +101,7 @@ def _compiles(x: np.ndarray) -> bool:
 
 def take(x: np.ndarray, starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     if not _compiles(x):
-        from ...ir.ops_indexing import take_windows
+        from ...ir.ops.indexing import take_windows
 
         return take_windows(x, starts, sizes)
     return _take_laid_out(x, *_layout(x.shape, starts, sizes)).reshape((*starts.shape[:-1], -1))
@@ -130,7 +130,7 @@ def prepared_gather(shape: Sequence[int], dtype: Any, idx: np.ndarray,
 def put(out: np.ndarray, starts: np.ndarray, sizes: Sequence[int], values: np.ndarray,
         combine: Any) -> None:
     if not _compiles(out):
-        from ...ir.ops_indexing import put_windows
+        from ...ir.ops.indexing import put_windows
 
         put_windows(out, starts, sizes, values, combine)
         return

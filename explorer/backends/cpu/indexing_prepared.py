@@ -29,7 +29,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Attrs, TensorType
-from ...ir.ops_indexing import default_fill
+from ...ir.ops.indexing import default_fill
 from .indexing import PARALLEL_MIN, combines, window_grid
 from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit

@@ -32,8 +32,9 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Graph, Node, TensorType
-from ...ir.ops import OPS, scalar_form
-from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
+from ...ir.ops import OPS
+from ...ir.traits import MONOIDS
+from ..codegen.scalar_form import FALLS_BACK, ScalarExpr, scalar_form
 from ..kernel_plan import (
     KernelPlan,
     PlanError,
@@ -43,8 +44,7 @@ from ..kernel_plan import (
     param_access,
     row_access,
 )
-
-DIALECT = "numba"  # the op table's scalar forms this generator reads
+from .numba_forms import FORMS
 
 # Iteration spaces at least this large run in parallel: below it, waking threads costs more
 # than it saves (and on a busy machine a descheduled thread stalls the whole kernel). A kernel
@@ -72,8 +72,8 @@ def np_type(d: str) -> str:
 
 
 def _expr(g: Graph, n: Node) -> ScalarExpr:
-    """The op table's numba form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
-    form = scalar_form(g, n, DIALECT)
+    """The numba form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
+    form = scalar_form(g, n, FORMS)
     if form is FALLS_BACK:
         raise PlanError(f"{n.describe()}: {n.op} has no scalar form in the CPU code generator here")
     return form

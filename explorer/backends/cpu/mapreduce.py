@@ -25,7 +25,8 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Graph, Node
-from ...ir.ops import OPS, dot_dims
+from ...ir.ops import dot_dims
+from ..codegen.scalar_form import C_MATH
 from ..kernel_plan import PlanError
 from ..mapreduce_plan import FOLDS, ROW_OPS, MapReducePlan, fused_body_peak, plan_mapreduce
 from . import vector_math
@@ -33,9 +34,9 @@ from .kernel_codegen import KERNEL, PRELUDE, CpuKernelCode, _expr, np_type, scal
 
 
 def vector_symbol(n: Node) -> str | None:
-    """libmvec's four-lane function computing the elementwise math node `n`, or None. A math
-    row's CUDA form is a call of C's function, whose name is also libmvec's."""
-    form = OPS[n.op].scalar.get("cuda")
+    """libmvec's four-lane function computing the elementwise math node `n`, or None. C_MATH
+    names C's function, whose name is also libmvec's."""
+    form = C_MATH.get(n.op)
     if len(n.inputs) != 1 or not callable(form):
         return None
     c_call = re.fullmatch(r"(\w+)\(x\)", form(["x"], n))

@@ -18,9 +18,9 @@ import functools
 from pathlib import PurePath
 from typing import Any
 
-from ...ir.control_ops import bodies
 from ...ir.graph import Graph
-from ...ir.ops_linalg import SCIPY_LAPACK
+from ...ir.ops.linalg import SCIPY_LAPACK
+from ...ir.ops.regions import bodies
 
 
 def calls_lapack(g: Graph) -> bool:

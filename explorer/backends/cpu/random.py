@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.ops_random import KEY_WORDS, with_cipher
+from ...ir.ops.random import KEY_WORDS, with_cipher
 
 _ROTATIONS = np.array([13, 15, 26, 6, 17, 29, 16, 24], np.uint32)
 

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ...ir import dtypes
-from ...ir.control_ops import scan_groups
 from ...ir.graph import TensorType, TupleType, Type
+from ...ir.ops.regions import scan_groups
 
 Body = Callable[..., list[Any]]
 

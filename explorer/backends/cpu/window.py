@@ -18,7 +18,7 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.ops import OPS
-from ...ir.ops_window import window_out_shape
+from ...ir.ops.windows import window_out_shape
 from ...ir.traits import MONOIDS
 from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit

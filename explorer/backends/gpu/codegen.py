@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ...ir import dtypes
 from ...ir.graph import Graph, Node
-from ...ir.ops import scalar_form
-from ...ir.traits import FALLS_BACK, MONOIDS, ScalarExpr
+from ...ir.traits import MONOIDS
+from ..codegen.scalar_form import FALLS_BACK, ScalarExpr, scalar_form
 from ..kernel_plan import (
     Access,
     KernelPlan,
@@ -27,8 +27,7 @@ from ..kernel_plan import (
     combine_of,
     param_access,
 )
-
-DIALECT = "cuda"  # the op table's scalar forms this generator reads
+from .cuda_forms import FORMS
 
 # Device helpers every kernel may call (NaN-propagating max/min as np.maximum; lax's integer
 # division and remainder, which truncate and give 0 for a zero divisor; conversion to an
@@ -71,8 +70,8 @@ def cupy_type(d: str) -> str:
 
 
 def _expr(g: Graph, n: Node) -> ScalarExpr:
-    """The op table's CUDA form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
-    form = scalar_form(g, n, DIALECT)
+    """The CUDA form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
+    form = scalar_form(g, n, FORMS)
     if form is FALLS_BACK:
         raise PlanError(f"{n.describe()}: {n.op} has no CUDA form in the GPU code generator here")
     return form

@@ -5,7 +5,7 @@ position its max came from) and `select_and_gather_add` (the JVP: each window's 
 that position). The gradient of sum pooling is `pad` + `reduce_window_sum`, rows already.
 
 The window geometry (padding, base and window dilation, strides) is shared with
-`conv_general_dilated` (ir/ops_conv.py): `windows` is the one NumPy view of it. Holes that base
+`conv_general_dilated` (ir/ops/convolution.py): `windows` is the one NumPy view of it. Holes that base
 dilation and padding open hold the reduction's identity, as in XLA. `select_prim` ("ge" for
 max, "le" for min) picks the first extremum of a window when values tie, as XLA:CPU does.
 
@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import dtypes
-from .graph import Attrs, TensorType
-from .ops import OpDef, OpError, pad_reference, register, sample_array
-from .traits import MONOIDS, OpKind, Split
+from .. import dtypes
+from ..graph import Attrs, TensorType
+from ..traits import MONOIDS, OpKind, Split
+from .shape import pad_reference
+from .table import OpDef, OpError, register, sample_array
 
 WINDOW = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
 

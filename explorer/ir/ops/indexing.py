@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .graph import Attrs, TensorType
-from .ops import OpDef, OpError, no_flops, register, sample_array
-from .traits import OpKind, Split
+from .. import dtypes
+from ..graph import Attrs, TensorType
+from ..traits import OpKind, Split
+from .table import OpDef, OpError, no_flops, register, sample_array
 
 MODES = ("clip", "fill", "promise_in_bounds")
 GATHER_DIMS = ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",

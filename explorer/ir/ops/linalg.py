@@ -20,9 +20,9 @@ import ml_dtypes
 import numpy as np
 import scipy.linalg as sla
 
-from .graph import Attrs, TensorType, TupleType, Type
-from .ops import OpDef, OpError, register, sample_array
-from .traits import OpKind, Split
+from ..graph import Attrs, TensorType, TupleType, Type
+from ..traits import OpKind, Split
+from .table import OpDef, OpError, register, sample_array
 
 
 def _matrix(op: str, t: TensorType, square: bool = True, bf16: bool = False

@@ -8,7 +8,7 @@ order (batch, feature, spatial...) for the lhs and the result, (out feature, in 
 spatial...) for the kernel; so NHWC/HWIO/NHWC is ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)).
 `padding` is one (low, high) pair per spatial dimension (possibly negative).
 
-The NumPy reference is im2col by views: the lhs, dilated and padded as ir/ops_window.windows
+The NumPy reference is im2col by views: the lhs, dilated and padded as ir/ops/windows.windows
 does, viewed as windows of the dilated kernel, contracted with the kernel by einsum per group.
 Split: the result's batch dimension maps to the lhs's (without batch groups), its feature
 dimension to the kernel's output features (without groups of either kind).
@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .graph import Attrs, TensorType
-from .ops import OpDef, OpError, pad_reference, register, sample_array
-from .ops_window import window_out_shape, windows
-from .traits import MONOIDS, OpKind, Split
+from .. import dtypes
+from ..graph import Attrs, TensorType
+from ..traits import MONOIDS, OpKind, Split
+from .shape import pad_reference
+from .table import OpDef, OpError, register, sample_array
+from .windows import window_out_shape, windows
 
 _LETTERS = "uvwxyz"
 

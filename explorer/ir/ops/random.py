@@ -1,7 +1,6 @@
 """Rows for JAX's random numbers, bit for bit: `threefry2x32`, `random_seed`, `random_bits`,
-`random_split`, `random_fold_in`, and the bit ops that turn random bits into floats
-(`shift_left`, `shift_right_logical`, `shift_right_arithmetic`, `population_count`,
-`bitcast_convert_type`).
+`random_split`, `random_fold_in`. (The bit ops that turn random bits into floats, the shifts and
+`bitcast_convert_type`, are elementwise rows: ops/elementwise.py.)
 
 How keys live in the IR: a PRNG key is its key data. A typed key array (`jax.random.key`) of
 shape S is a u32[*S, 2] value, the same as a raw `jax.random.PRNGKey` of that shape; the
@@ -21,18 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .graph import Attrs, TensorType, TupleType
-from .ops import (
-    FALLS_BACK,
-    OpDef,
-    OpError,
-    elementwise_infer,
-    per_element_flops,
-    pointwise,
-    register,
-)
-from .traits import OpKind, Split
+from .. import dtypes
+from ..graph import Attrs, TensorType, TupleType
+from ..traits import OpKind, Split
+from .elementwise import elementwise_infer
+from .table import OpDef, OpError, per_element_flops, register
 
 KEY_WORDS = 2  # threefry2x32 key data: two uint32 words, the last dimension of a key value
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -267,144 +259,3 @@ register(OpDef("random_fold_in", OpKind.OTHER, 2, (), _fold_infer, _fold_ref, _b
                lambda rng: ([_key_sample(rng, (3,)),
                              rng.integers(0, 2**32, size=(3,), dtype=np.uint64).astype(np.uint32)],
                             {})))
-
-
-# ---------------------------------------------------------------- bit ops
-
-
-def _bits(dtype: str) -> int:
-    return 8 * dtypes.itemsize(dtype)
-
-
-def _shift_ok(y: np.ndarray, width: int) -> np.ndarray:
-    signed = dtypes.from_numpy(y.dtype).startswith("i")  # (int4 too, not np.signedinteger)
-    return (y >= 0) & (y < width) if signed else y < width
-
-
-def _shl(x, y):
-    ok = _shift_ok(y, 8 * x.dtype.itemsize)
-    return np.where(ok, np.left_shift(x, np.where(ok, y, 0).astype(x.dtype)), 0).astype(x.dtype)
-
-
-def _sra(x, y):
-    """Sign-extending, on the bits: an unsigned value shifts as its signed twin."""
-    if dtypes.bits(dtypes.from_numpy(x.dtype)) == 4:  # (ml_dtypes keeps a 4-bit value in the
-        # low nibble of its byte, not sign-extended: shift its signed value as an int8)
-        s = x.astype(np.int8)
-        if dtypes.from_numpy(x.dtype) == "u4":
-            s = np.where(s >= 8, s - 16, s).astype(np.int8)
-        return np.right_shift(s, np.where(_shift_ok(y, 4), y, 3).astype(np.int8)).astype(x.dtype)
-    w = 8 * x.dtype.itemsize
-    signed = x.view(f"i{x.dtype.itemsize}")
-    return np.right_shift(signed, np.where(_shift_ok(y, w), y, w - 1).astype(signed.dtype)).view(
-        x.dtype)
-
-
-def _srl(x, y):
-    w = 8 * x.dtype.itemsize
-    u = x.view(f"u{x.dtype.itemsize}")
-    ok = _shift_ok(y, w)
-    out = np.where(ok, np.right_shift(u, np.where(ok, y, 0).astype(u.dtype)), 0).astype(u.dtype)
-    return out.view(x.dtype)
-
-
-def _ok(a: list[str], n: Any, c: bool = False) -> str:
-    w = _bits(n.dtype)
-    return f"(0 <= {a[1]} && {a[1]} < {w})" if c else f"(0 <= {a[1]} < {w})"
-
-
-def _signed_c(dtype: str) -> str:
-    return dtypes.C_TYPES["i" + dtype[1:]]
-
-
-def _numba_srl(a: list[str], n: Any) -> str:
-    t, u = dtypes.to_numpy(n.dtype).name, f"uint{_bits(n.dtype)}"
-    return f"(np.{t}(np.{u}({a[0]}) >> np.{u}({a[1]})) if {_ok(a, n)} else np.{t}(0))"
-
-
-def _c_srl(a: list[str], n: Any) -> str:
-    c = dtypes.C_TYPES[n.dtype]
-    u = c if c.startswith("unsigned") else f"unsigned {c.replace('signed ', '')}"
-    return f"({_ok(a, n, True)} ? ({c})(({u}){a[0]} >> {a[1]}) : ({c})0)"
-
-
-def _shift_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    dtype = ("i32", "u32", "u8")[int(rng.integers(3))]
-    x = rng.integers(0, 2**32, size=(3, 4), dtype=np.uint64).astype(np.uint32).view(np.int32)
-    y = rng.integers(-2, 40, size=(3, 4))
-    npd = dtypes.to_numpy(dtype)
-    return [x.astype(npd), y.astype(npd)], {}
-
-
-_SHIFT = elementwise_infer(None, dtypes.is_int, "an integer")
-pointwise("shift_left", 2, (), _SHIFT, _shl, per_element_flops(1), lambda x, y: _lax_call(
-          "shift_left", x, y), _shift_sample,
-          # (a typed zero: numba unifies uint64 with an int literal as float64)
-          hlo="shift-left", numba=lambda a, n: f"(({a[0]} << {a[1]}) if {_ok(a, n)} else "
-          f"np.{dtypes.to_numpy(n.dtype).name}(0))",
-          cuda=lambda a, n: f"({_ok(a, n, True)} ? ({a[0]} << {a[1]}) : 0)")
-pointwise("shift_right_arithmetic", 2, (), _SHIFT, _sra, per_element_flops(1), lambda x, y: _lax_call(
-          "shift_right_arithmetic", x, y), _shift_sample, hlo="shift-right-arithmetic",
-          numba=lambda a, n: f"np.{dtypes.to_numpy(n.dtype).name}(np.int{_bits(n.dtype)}({a[0]}) >> "
-          f"({a[1]} if {_ok(a, n)} else {_bits(n.dtype) - 1}))",
-          cuda=lambda a, n: f"(({dtypes.C_TYPES[n.dtype]})(({_signed_c(n.dtype)}){a[0]} >> "
-          f"({_ok(a, n, True)} ? {a[1]} : {_bits(n.dtype) - 1})))")
-pointwise("shift_right_logical", 2, (), _SHIFT, _srl, per_element_flops(1), lambda x, y: _lax_call(
-          "shift_right_logical", x, y), _shift_sample, hlo="shift-right-logical",
-          numba=_numba_srl, cuda=_c_srl)
-
-
-def _lax_call(name: str, *xs: Any, **kw: Any) -> Any:
-    import jax.lax as lax
-
-    return getattr(lax, name)(*xs, **kw)
-
-
-def _popcount(x: np.ndarray) -> np.ndarray:
-    u = x.view(f"u{x.dtype.itemsize}")
-    return np.bitwise_count(u).astype(x.dtype)
-
-
-def _c_popcount(a: list[str], n: Any) -> str:
-    c = dtypes.C_TYPES[n.dtype]
-    fn = "__popcll" if dtypes.itemsize(n.dtype) == 8 else "__popc"
-    cast = "unsigned long long" if fn == "__popcll" else "unsigned int"
-    mask = "" if dtypes.itemsize(n.dtype) >= 4 else f" & {(1 << _bits(n.dtype)) - 1}u"
-    return f"(({c}){fn}(({cast})({a[0]}){mask}))"
-
-
-pointwise("population_count", 1, (), elementwise_infer(None, dtypes.is_int, "an integer"), _popcount,
-          per_element_flops(1), lambda x: _lax_call("population_count", x),
-          lambda rng: ([rng.integers(-2**31, 2**31, size=(3, 4)).astype(
-              dtypes.to_numpy(("i32", "u8", "u16")[int(rng.integers(3))]))], {}),
-          hlo="popcnt", numba=FALLS_BACK, cuda=_c_popcount)
-
-
-def _bitcast_infer(ts: Sequence[TensorType], a: Attrs) -> TensorType:
-    (t,) = ts
-    new = a["new_dtype"]
-    if dtypes.bits(new) != dtypes.bits(t.dtype) or "pred" in (new, t.dtype):
-        raise OpError(f"bitcast_convert_type: {t} to {new} changes the element size; only "
-                      f"same-width bitcasts are first-class")
-    return TensorType(t.shape, new)
-
-
-def _jax_bitcast(x, new_dtype):
-    import jax.lax as lax
-
-    return lax.bitcast_convert_type(x, dtypes.to_numpy(new_dtype))
-
-
-def _bitcast_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    bits = rng.integers(0, 2**32, size=(3, 4), dtype=np.uint64).astype(np.uint32)
-    if rng.integers(2):  # random bits to floats in [1, 2), as jax.random.uniform does
-        return [(bits >> np.uint32(9)) | np.uint32(0x3F800000)], {"new_dtype": "f32"}
-    return [bits.view(np.float32)], {"new_dtype": "i32"}
-
-
-pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
-          # np.asarray, not ascontiguousarray, which makes a 0-d array 1-d
-          lambda x, new_dtype: np.asarray(x, order="C").view(dtypes.to_numpy(new_dtype)),
-          lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample,
-          numba=lambda a, n: f"_bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
-          cuda=FALLS_BACK)
