@@ -1,5 +1,5 @@
 """Control flow: JAX's scan, while/fori_loop and cond/switch become region ops whose bodies are
-graphs (ir/control_ops.py, frontend/jax_control.py). Each program traces without unrolling,
+graphs (ir/ops/regions.py, frontend/jax_control.py). Each program traces without unrolling,
 explores through the default pipeline (with and without a memory limit), verifies and
 round-trips at every stage, matches JAX on the reference, cpu and jax backends, and every
 pass keeps its meaning inside bodies (the reference interpreter, before vs after)."""

@@ -96,7 +96,7 @@ def _elementwise_extra(g: Graph, n: Node) -> int:
 
 
 def _window_bytes(x: TensorType, a: Mapping, axes: range | None = None) -> int:
-    """The padded, base-dilated copy of `x` that ops_window.windows makes."""
+    """The padded, base-dilated copy of `x` that ir/ops/windows.windows makes."""
     axes = axes if axes is not None else range(x.rank)
     base = a.get("base_dilation") or a.get("lhs_dilation") or (1,) * len(axes)
     size = x.size
@@ -108,7 +108,7 @@ def _window_bytes(x: TensorType, a: Mapping, axes: range | None = None) -> int:
 
 
 def _model_op_bytes(g: Graph, n: Node) -> int | None:
-    """The rows of ir/ops_indexing, ops_conv, ops_window, ops_random and ops_linalg, measured
+    """The rows of ir/ops/indexing, convolution, windows, random and linalg, measured
     on large inputs (bench-sized embedding lookups, convs, pools, key draws, batched
     decompositions) with headroom; None for other ops."""
     ins = [g[i].type for i in n.inputs]

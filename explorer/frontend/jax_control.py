@@ -1,4 +1,4 @@
-"""JAX control flow -> region ops whose bodies are graphs (ir/control_ops.py).
+"""JAX control flow -> region ops whose bodies are graphs (ir/ops/regions.py).
 
   scan (lax.scan, and fori_loop with static bounds)  -> `scan`, as JAX states it
   while (lax.while_loop, fori_loop otherwise)        -> `while`: JAX's condition and body

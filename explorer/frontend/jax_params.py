@@ -1,7 +1,7 @@
 """Handlers for primitives whose params are JAX objects rather than plain values: gather and
 the scatters (GatherDimensionNumbers, ScatterDimensionNumbers, GatherScatterMode become flat
-attributes, ir/ops_indexing.py) and the max-pooling gradients (`select_prim`, a primitive,
-becomes "ge" or "le", ir/ops_window.py); and for two that need a little translation:
+attributes, ir/ops/indexing.py) and the max-pooling gradients (`select_prim`, a primitive,
+becomes "ge" or "le", ir/ops/windows.py); and for two that need a little translation:
 `reshape` with `dimensions` (a transpose first) and `platform_index` (a constant). Registered
 with frontend/jax.py's `handles`.
 """

@@ -1,6 +1,6 @@
 """Handlers for JAX's PRNG primitives and for shape ops on typed keys.
 
-A key is its key data (ir/ops_random.py): a `key<fry>[*S]` value is a u32[*S, 2] value here
+A key is its key data (ir/ops/random.py): a `key<fry>[*S]` value is a u32[*S, 2] value here
 (frontend/jax.py `key_data_type`). So `random_wrap`, `random_unwrap` and `random_clone` are the
 identity; `random_seed/bits/split/fold_in` become their rows; and a shape op on typed keys
 (unpacking `k1, k2 = jax.random.split(k)` slices and squeezes a key array) becomes the same op

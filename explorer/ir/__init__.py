@@ -1,10 +1,9 @@
 """The compiler core: nodes, graphs, the op table, printing, parsing, verifying."""
 
 from .builder import GraphBuilder
-from .graph import Attrs, Graph, Literal, Node, Source, TensorType, TupleType
+from .graph import Attrs, Graph, Literal, Node, Source, TensorType, TupleType, print_graph
 from .ops import OPS, OpDef, OpError
 from .parser import ParseError, parse
-from .printer import print_graph
 from .verify import VerifyError, verify
 
 __all__ = [

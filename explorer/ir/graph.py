@@ -1,4 +1,12 @@
-"""The IR: immutable nodes with stable integer ids, in a graph kept in topological order.
+"""The IR: immutable nodes with stable integer ids, in a graph kept in topological order, and
+its text form (`str(graph)`, `print_graph`): HLO-like, one node a line, which parser.py reads
+back exactly (parse(str(g)) == g).
+
+    graph @f {
+      %0 = f32[3,4] parameter() {index=0, name="x"}
+      %1 = f32[3,4] mul(%0, %0) loc("In[3]", 4, "f")
+      return %1
+    }
 
 A node names its inputs by id, so a pass that leaves a node alone keeps its id and the
 viewer can diff two stages by id. Equal graphs compare equal field by field, which makes
@@ -7,7 +15,10 @@ viewer can diff two stages by id. Equal graphs compare equal field by field, whi
 
 from __future__ import annotations
 
+import base64
+import json
 import linecache
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import dtypes
+from .opaque import OpaqueImpl
 
 
 @dataclass(frozen=True)
@@ -267,8 +279,6 @@ class Graph:
         return hash((self.name, self.params, self.outputs, self.nodes))
 
     def __str__(self) -> str:
-        from .printer import print_graph
-
         return print_graph(self)
 
     def __repr__(self) -> str:
@@ -288,3 +298,78 @@ def alone(g: Graph, n: Node) -> Graph:
         attrs = Attrs({"index": len(params), "name": name})
         params.append(Node(i, "parameter", (), attrs, g[i].type))
     return Graph([*params, n], [p.id for p in params], [n.id], name=f"{g.name}_{n.op}_{n.id}")
+
+
+# ---------------------------------------------------------------- the text form
+
+# Literals with more elements than this print as base64 of their bytes.
+INLINE_LITERAL_LIMIT = 16
+
+
+def format_value(v: Any, indent: str = "") -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _fmt_float(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, tuple | list):
+        inner = ", ".join(format_value(x, indent) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, Literal):
+        return _fmt_literal(v)
+    if isinstance(v, Graph):
+        return print_graph(v, indent)
+    if isinstance(v, OpaqueImpl):
+        return f"jax<{json.dumps(v.token)}>"
+    raise TypeError(f"cannot print attribute value {v!r} of type {type(v).__name__}")
+
+
+def _fmt_float(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    r = repr(float(x))
+    return r if any(c in r for c in ".en") else r + ".0"
+
+
+def _fmt_literal(lit: Literal) -> str:
+    arr = lit.array
+    if arr.size <= INLINE_LITERAL_LIMIT:
+        body = _nested(arr.tolist())
+    else:
+        body = 'b64"' + base64.b64encode(arr.tobytes()).decode() + '"'
+    return f"dense<{lit.type} {body}>"
+
+
+def _nested(x: Any) -> str:
+    if isinstance(x, list):
+        return "[" + ", ".join(_nested(e) for e in x) + "]"
+    if isinstance(x, complex):  # (real, imaginary), as HLO writes a complex element
+        return f"({_fmt_float(x.real)}, {_fmt_float(x.imag)})"
+    return format_value(float(x) if not isinstance(x, bool | int) else x)
+
+
+def format_node(n: Node, indent: str = "  ") -> str:
+    args = ", ".join(f"%{i}" for i in n.inputs)
+    text = f"{indent}%{n.id} = {n.type} {n.op}({args})"
+    if n.attrs:
+        text += " {" + ", ".join(f"{k}={format_value(v, indent)}" for k, v in n.attrs.items()) + "}"
+    if n.source is not None:
+        s = n.source
+        scope = f", {json.dumps(s.scope)}" if s.scope else ""
+        text += f" loc({json.dumps(s.file)}, {s.line}, {json.dumps(s.function)}{scope})"
+    return text
+
+
+def print_graph(g: Graph, indent: str = "") -> str:
+    lines = [f"graph @{g.name} {{"]
+    lines += [format_node(n, indent + "  ") for n in g.nodes]
+    lines.append(f"{indent}  return " + ", ".join(f"%{i}" for i in g.outputs))
+    lines.append(f"{indent}}}")
+    return "\n".join(lines)

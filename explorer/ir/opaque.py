@@ -1,7 +1,7 @@
 """A JAX primitive the op table has no row for, kept as it is so that it still runs.
 
 The JAX frontend turns an equation whose primitive has no row into an `opaque` node (the row
-that also holds unknown HLO instructions, ir/hlo_rows.py) whose `impl` attribute is a
+that also holds unknown HLO instructions, ir/ops/regions.py) whose `impl` attribute is a
 `JaxImpl`: the primitive and its parameters exactly as the jaxpr had them. Every backend runs
 it through JAX's own implementation of the primitive (`JaxImpl.__call__` on host arrays,
 `JaxImpl.bind` on the JAX backend's traced values), so a program `jax.jit` accepts always

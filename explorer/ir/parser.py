@@ -1,4 +1,4 @@
-"""Reads the text form that `printer` writes back into a Graph (parse(str(g)) == g)."""
+"""Reads the text form that graph.py writes (`str(graph)`) back into a Graph (parse(str(g)) == g)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Passes run inside the bodies of control-flow regions (`while`, `conditional`, `scan`,
-`call`; ir/control_ops.CONTROL_FLOW): a body is a graph like any other, so a pass runs on it
+`call`; ir/ops/regions.CONTROL_FLOW): a body is a graph like any other, so a pass runs on it
 as it runs on the whole program, innermost bodies first, then on the graph that holds them.
 
 A body's signature is fixed by its region (parameters in, results out, the carried state of

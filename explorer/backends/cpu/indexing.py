@@ -1,4 +1,4 @@
-"""gather and the scatters as numba loops: the op rows' semantics (ir/ops_indexing.py's
+"""gather and the scatters as numba loops: the op rows' semantics (ir/ops/indexing.py's
 gather_with and scatter_with: starts, bounds, fill and clip modes) with the windows read and
 written by a compiled loop instead of NumPy's fancy indexing over an int64 array of every
 element's flat position (and, for the scatters, instead of `ufunc.at`, which is slow: a GPT

@@ -1,7 +1,7 @@
 """The BLAS pools a CPU program runs on, so that they do not fight (dots.py acts on it).
 
 NumPy's OpenBLAS (np.matmul) and SciPy's own OpenBLAS (the LAPACK ops: cholesky,
-triangular_solve, ...; ir/ops_linalg.py's SCIPY_LAPACK) are two thread pools, and OpenBLAS
+triangular_solve, ...; ir/ops/linalg.py's SCIPY_LAPACK) are two thread pools, and OpenBLAS
 threads spin for a while after each call. With both at full width, a cholesky right after a
 matmul shared the cores with the matmul's spinning threads: on 2 cores the GP gradient's
 512x512 cholesky took 14 to 22 ms in its program against 2.8 ms alone. So a program that

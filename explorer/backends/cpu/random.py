@@ -1,5 +1,5 @@
 """JAX's random numbers in CPU programs: threefry2x32 as one numba loop (bit for bit the op
-rows' cipher, ir/ops_random.py); random_bits and random_split draw every key's words in one
+rows' cipher, ir/ops/random.py); random_bits and random_split draw every key's words in one
 loop too (the counters computed in it), random_fold_in runs the row's own loop over keys
 with that cipher. NumPy's cipher is 20 rounds of whole-array ufuncs: about 80 us a draw at
 the sizes users paste (a dropout mask of 3x6 floats), against a few us in one loop.
@@ -66,7 +66,7 @@ def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[np.ndarray, np.nda
 
 
 def _words(keys: Any, shape: Any) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """ops_random.cipher_words's draw, every key's words in one loop (the counters made in
+    """ir/ops/random.cipher_words's draw, every key's words in one loop (the counters made in
     it): the rows' random_bits and random_split through it."""
     keys = np.asarray(keys, np.uint32)
     n = math.prod(shape)
