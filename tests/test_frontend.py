@@ -26,7 +26,7 @@ def test_reference_equals_jax(name: str) -> None:
 
 
 def test_catalogue_is_broad() -> None:
-    """The catalogue exercises most of the op table (the rest is covered by test_ops)."""
+    """The catalogue exercises most of the op table (tests/ir/ops/test_table.py the rest)."""
     used = set()
     for fn, args in CATALOGUE.values():
         used |= set(trace(fn, *args).graph.ops())

@@ -1,5 +1,5 @@
-"""The first-class rows of real models (ir/ops_indexing, ops_conv, ops_window, ops_random,
-ops_linalg; pow with integer exponents, cumlogsumexp, select_n with n > 2) in small programs
+"""The first-class rows of real models (ir/ops/indexing, convolution, windows, random,
+linalg; pow with integer exponents, cumlogsumexp, select_n with n > 2) in small programs
 that use them: each explores through the whole pipeline, verifies and round-trips at every
 stage, and matches `jax.jit` of the same function on the reference, cpu and jax backends.
 """

@@ -15,7 +15,7 @@ from jax import lax
 
 import explorer as gx
 from explorer.frontend.jax import TraceError
-from tests.conformance import check_every_stage as _check
+from tests.ir.ops.conformance import check_every_stage as _check
 
 RNG = np.random.default_rng(0)
 

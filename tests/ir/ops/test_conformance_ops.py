@@ -16,8 +16,8 @@ from jax import lax
 
 import explorer as gx
 from explorer.ir import dtypes
-from tests.conformance import BACKENDS
-from tests.conformance import check_every_stage as _check
+from tests.ir.ops.conformance import BACKENDS
+from tests.ir.ops.conformance import check_every_stage as _check
 
 RNG = np.random.default_rng(0)
 

@@ -1,67 +1,29 @@
-"""The op table's traits (ir/traits.py) against the rows' own NumPy references: every
-elementwise row addresses every code generator, the ops that fall back are a written-down
-choice, monoids merge what their reductions compute, views are views, and the numba scalar
-forms compute what the references do."""
+"""The op table's traits (ir/traits.py) against the rows' own NumPy references: elementwise
+rows map and fuse pointwise, monoids merge what their reductions compute, views are views, and
+the program forms compute what the references do. (The code generators' scalar forms:
+tests/backends/codegen/test_scalar_form.py and the dialects' tests.)"""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
 
-from explorer.ir import GraphBuilder, TensorType, dtypes
-from explorer.ir.graph import Attrs, Node
+from explorer.ir import TensorType, dtypes
+from explorer.ir.graph import Attrs
 from explorer.ir.ops import MONOID_REDUCTIONS, OPS
-from explorer.ir.traits import DIALECTS, FALLS_BACK, MONOIDS, Fuse, OpKind, Split, View
+from explorer.ir.traits import MONOIDS, FusionRole, OpKind, Split, View
+from tests.ir.ops.samples import node_of, sample
 
 ELEMENTWISE = [name for name, row in OPS.items() if row.kind == OpKind.ELEMENTWISE]
 
-# The ops each code generator leaves to the reference interpreter. Adding an op to the table,
-# or a scalar form to a row, changes these sets: update them as a visible choice.
-FALLS_BACK_IN = {
-    "numba": {"digamma", "nextafter", "population_count", "reduce_precision"},
-    "cuda": {"digamma", "bitcast_convert_type", "reduce_precision"},
-}
-
-
-def _sample(name: str) -> tuple[list[np.ndarray], dict]:
-    inputs, attrs = OPS[name].sample(np.random.default_rng(7))  # type: ignore[misc]
-    return [np.asarray(x) for x in inputs], attrs
-
-
-def _node(name: str, inputs: list[np.ndarray], attrs: dict) -> Node:
-    """The node applying `name` to parameters of the inputs' types (for its dtype and attrs)."""
-    b = GraphBuilder("op")
-    ps = [b.param(TensorType(x.shape, dtypes.from_numpy(x.dtype))) for x in inputs]
-    y = b.add(name, ps, attrs)
-    return b.build([y])[y]
-
-
-# ---------------------------------------------------------------- (a), (b) scalar forms
-
 
 @pytest.mark.parametrize("name", ELEMENTWISE)
-def test_every_elementwise_row_addresses_every_dialect(name: str) -> None:
+def test_every_elementwise_row_maps_and_fuses_pointwise(name: str) -> None:
     row = OPS[name]
-    assert set(row.scalar) == set(DIALECTS), name
-    for dialect, form in row.scalar.items():
-        assert form is FALLS_BACK or callable(form), (name, dialect, form)
-    assert row.split == Split.MAP and row.fuse == Fuse.POINTWISE
+    assert row.split == Split.MAP and row.fuse == FusionRole.POINTWISE
 
 
-def test_only_elementwise_rows_have_scalar_forms() -> None:
-    assert {n for n, row in OPS.items() if row.scalar} == set(ELEMENTWISE)
-
-
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_the_ops_that_fall_back_are_a_written_down_choice(dialect: str) -> None:
-    falls_back = {n for n in ELEMENTWISE if OPS[n].scalar[dialect] is FALLS_BACK}
-    print(f"{dialect} falls back for: {', '.join(sorted(falls_back))}")
-    assert falls_back == FALLS_BACK_IN[dialect]
-
-
-# ---------------------------------------------------------------- (c) monoids
+# ---------------------------------------------------------------- monoids
 
 _MONOID_DTYPES = {"add": ("f64", "i64"), "mul": ("f64", "i64"), "max": ("f32", "i32", "pred"),
                   "min": ("f32", "i32", "pred"), "and": ("pred",), "or": ("pred",),
@@ -85,9 +47,9 @@ def test_the_monoid_reductions_and_every_reduction_has_a_monoid() -> None:
     assert MONOID_REDUCTIONS == {"add": "reduce_sum", "mul": "reduce_prod", "max": "reduce_max",
                                  "min": "reduce_min", "and": "reduce_and", "or": "reduce_or"}
     for name, row in OPS.items():
-        if row.split in (Split.ACCUMULATE, Split.ARG) or row.fuse == Fuse.REDUCTION:
+        if row.split in (Split.ACCUMULATE, Split.ARG) or row.fuse == FusionRole.REDUCTION:
             assert row.monoid is not None, name
-        if row.fuse == Fuse.REDUCTION:
+        if row.fuse == FusionRole.REDUCTION:
             assert row.kind == OpKind.REDUCE and row.split == Split.ACCUMULATE, name
 
 
@@ -97,7 +59,7 @@ REDUCTIONS = [n for n, row in OPS.items() if row.kind == OpKind.REDUCE]
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_a_reduction_over_a_split_is_its_monoid_over_the_halves(name: str) -> None:
     row = OPS[name]
-    (x,), attrs = _sample(name)
+    (x,), attrs = sample(name)
     axis = attrs["axes"][0]
     k = x.shape[axis] // 2
     lo, hi = np.split(x, [k], axis=axis)
@@ -116,7 +78,7 @@ def test_a_reduction_over_a_split_is_its_monoid_over_the_halves(name: str) -> No
 
 def test_dot_contraction_merges_with_its_monoid() -> None:
     row = OPS["dot_general"]
-    (lhs, rhs), attrs = _sample("dot_general")
+    (lhs, rhs), attrs = sample("dot_general")
     (lc, rc), _ = attrs["dimension_numbers"]
     halves = zip(np.split(lhs, 2, axis=lc[0]), np.split(rhs, 2, axis=rc[0]))
     parts = [row.ref(a, b, **attrs) for a, b in halves]
@@ -124,7 +86,7 @@ def test_dot_contraction_merges_with_its_monoid() -> None:
     np.testing.assert_allclose(merged, row.ref(lhs, rhs, **attrs), rtol=1e-5)
 
 
-# ---------------------------------------------------------------- (d) views
+# ---------------------------------------------------------------- views
 
 VIEWS = [n for n, row in OPS.items() if row.view != View.NONE]
 
@@ -138,77 +100,13 @@ def test_the_views() -> None:
 
 @pytest.mark.parametrize("name", [n for n in VIEWS if OPS[n].sample is not None])
 def test_a_view_op_returns_a_view_of_a_contiguous_input(name: str) -> None:
-    inputs, attrs = _sample(name)
+    inputs, attrs = sample(name)
     x = np.ascontiguousarray(inputs[0])
     out = OPS[name].ref(x, *inputs[1:], **attrs)
     assert np.shares_memory(out, x), name
 
 
-# ---------------------------------------------------------------- (e) scalar forms compute the references
-
-NUMBA = [n for n in ELEMENTWISE if OPS[n].sample is not None
-         and OPS[n].scalar["numba"] is not FALLS_BACK]
-
-
-@pytest.mark.parametrize("name", NUMBA)
-def test_numba_form_matches_the_reference(name: str) -> None:
-    pytest.importorskip("numba")
-    from explorer.backends.cpu.kernel_codegen import PRELUDE, np_type
-
-    inputs, attrs = _sample(name)
-    n = _node(name, inputs, attrs)
-    with np.errstate(all="ignore"):
-        want = np.asarray(OPS[name].ref(*inputs, **attrs))
-    flat = [np.ascontiguousarray(np.broadcast_to(x, want.shape)).ravel() for x in inputs]
-    args = [f"in{k}" for k in range(len(inputs))]
-    expr = OPS[name].scalar["numba"]([f"{a}[i]" for a in args], n)
-    source = (PRELUDE + "\n\n@njit(error_model='numpy')\n"
-              f"def kernel({', '.join(args)}, out):\n"
-              "    for i in range(out.shape[0]):\n"
-              f"        out[i] = {np_type(n.dtype)}({expr})\n")
-    scope: dict = {}
-    exec(compile(source, f"<scalar form of {name}>", "exec"), scope)
-    got = np.empty(want.size, dtype=dtypes.to_numpy(n.dtype))
-    scope["kernel"](*flat, got)
-    got = got.reshape(want.shape)
-    if dtypes.is_float(n.dtype):
-        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6, err_msg=source)
-    else:
-        np.testing.assert_array_equal(got, want, err_msg=source)
-
-
-CUDA = [n for n in ELEMENTWISE if OPS[n].sample is not None and OPS[n].scalar["cuda"] is not FALLS_BACK]
-
-
-@pytest.mark.parametrize("name", CUDA)
-def test_cuda_form_reads_every_operand(name: str) -> None:
-    inputs, attrs = _sample(name)
-    n = _node(name, inputs, attrs)
-    operands = [f"a{k}" for k in range(len(inputs))]
-    text = OPS[name].scalar["cuda"](operands, n)
-    assert isinstance(text, str) and text.count("(") == text.count(")"), text
-    for a in operands:
-        assert re.search(rf"\b{a}\b", text), (name, text)
-
-
-@pytest.mark.parametrize("name, attrs, dtype, want", [
-    ("abs", {}, "f32", "(a0 < 0 ? -a0 : a0)"),
-    ("round", {"rounding_method": 0}, "f32", "round(a0)"),
-    ("round", {"rounding_method": 1}, "f32", "rint(a0)"),
-    ("convert_element_type", {"new_dtype": "i32"}, "f32", "_to_int<int>(a0)"),
-    ("convert_element_type", {"new_dtype": "f64"}, "f32", "((double)a0)"),
-    ("div", {}, "i32", "_idiv(a0, a1)"),
-    ("rem", {}, "f32", "fmod(a0, a1)"),
-    ("not", {}, "pred", "(!a0)"),
-])
-def test_cuda_forms_as_text(name: str, attrs: dict, dtype: str, want: str) -> None:
-    x = np.zeros((2,), dtypes.to_numpy(dtype))
-    inputs = [x] * (OPS[name].arity or 1)
-    n = _node(name, inputs, attrs)
-    assert OPS[name].scalar["cuda"]([f"a{k}" for k in range(len(inputs))], n) == want
-
-
-# ---------------------------------------------------------------- (f) program forms compute the references
+# ---------------------------------------------------------------- program forms compute the references
 
 PROGRAM_FORMS = [n for n, row in OPS.items() if row.program is not None and row.sample is not None]
 
@@ -223,7 +121,7 @@ DOT_CASES = [  # (lhs shape, rhs shape, dimension numbers): matrix, vector, batc
 
 
 def _program_matches(name: str, inputs: list[np.ndarray], attrs: dict) -> None:
-    n = _node(name, inputs, attrs)
+    n = node_of(name, inputs, attrs)
     types = [TensorType(x.shape, dtypes.from_numpy(x.dtype)) for x in inputs]
     expr = OPS[name].program([f"x{k}" for k in range(len(inputs))], types, n.type, n.attrs)
     names = {"np": np, "matmul": np.matmul}  # (OpDef.program: a dot calls `matmul`)

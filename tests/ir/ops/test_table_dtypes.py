@@ -1,6 +1,6 @@
 """Every op row against JAX eager over the element types JAX accepts for it and the edge shapes.
 
-The op table drives it (as tests/test_ops.py): each row's `sample` gives the shapes, the
+The op table drives it (as tests/ir/ops/test_table.py): each row's `sample` gives the shapes, the
 attributes and the domain of its inputs; its inputs are re-typed to each element type (f16,
 bf16, f32, f64 under jax.enable_x64, int8..int64, uint8..uint64, bool, int4/uint4) and
 reshaped to each edge shape (0-d, empty, size-1, a rank-0 operand with a rank-2 one, size-1
@@ -21,7 +21,7 @@ or combine data (shape ops, cumulative ops, sort, top_k, windows and their gradi
 gather/scatter, dot_general, conv, iota, the linear-algebra rows) at every element type on
 their sample shapes (their edge shapes would need per-row attributes). Not covered: the random
 rows (their operands are PRNG keys: uint32 by definition), and rows without a sample (see
-tests/test_ops.py)."""
+tests/ir/ops/test_table.py)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def _x64(*types: str) -> contextlib.AbstractContextManager:
 def _sample(name: str) -> tuple[list[np.ndarray], dict]:
     inputs, attrs = OPS[name].sample(np.random.default_rng(0))  # type: ignore[misc]
     attrs = dict(attrs)
-    attrs.pop("preferred_element_type", None)  # (dot_general's mixed precision: test_ops)
+    attrs.pop("preferred_element_type", None)  # (dot_general's mixed precision: test_table)
     return [np.asarray(x) for x in inputs], attrs
 
 
