@@ -3,7 +3,7 @@
 A group grows backwards from a consumer (its root) through producers whose every user is in
 the group, so no value inside a kernel is needed outside it and no work is duplicated. The
 members of a group share one iteration space: elementwise ops and broadcasts of that shape,
-plus at most one reduction (an op whose row says `fuse=Fuse.REDUCTION`: the monoid
+plus at most one reduction (an op whose row says `fuse=FusionRole.REDUCTION`: the monoid
 reductions) whose input has that shape; the op table's `fuse` trait says which ops are which.
 Ops after the reduction, on its (smaller) result, join as the kernel's epilogue, so
 `reduce_sum(x + y*z)` and `mean(x**2*3 + y)` (a sum, then a division) are one kernel each.

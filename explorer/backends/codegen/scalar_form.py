@@ -48,9 +48,23 @@ def fmt(template: str) -> ScalarExpr:
     return lambda a, n: template.format(*a)
 
 
+def either(test: Callable[[Any], bool], form: str, other: str) -> ScalarExpr:
+    """Template `form` for the nodes `test` holds for, `other` for the rest."""
+    return lambda a, n: (form if test(n) else other).format(*a)
+
+
 def by_dtype(int_form: str, float_form: str) -> ScalarExpr:
     """One template for integer results, another for the rest."""
-    return lambda a, n: (int_form if dtypes.is_int(n.dtype) else float_form).format(*a)
+    return either(lambda n: dtypes.is_int(n.dtype), int_form, float_form)
+
+
+def select_chain(cases: list[str], case: Callable[[int, str, str], str]) -> str:
+    """A select over k as nested conditionals: the last case, wrapped from the back in
+    `case(k, cases[k], rest)` (the dialect's "cases[k] if the selector is k, else rest")."""
+    expr = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        expr = case(k, cases[k], expr)
+    return expr
 
 
 def scalar_expr(form: ScalarExpr | str | Any) -> ScalarExpr | Any:

@@ -11,31 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from ...ir import dtypes
-from ..codegen.scalar_form import COMMON, FALLS_BACK, by_dtype, scalar_forms
+from ..codegen.scalar_form import COMMON, FALLS_BACK, by_dtype, either, scalar_forms, select_chain
 
 
 def _f32_or(f32_form: str, other: str) -> Any:
     """A form for float32 results (a vectorizable helper of the CPU kernels) and another for
     the rest."""
-    return lambda a, n: (f32_form if n.dtype == "f32" else other).format(*a)
-
-
-def _not(a: list[str], n: Any) -> str:
-    return f"(not {a[0]})" if n.dtype == "pred" else f"(~{a[0]})"
-
-
-def _round(a: list[str], n: Any) -> str:
-    return f"np.rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"_round_away({a[0]})"
+    return either(lambda n: n.dtype == "f32", f32_form, other)
 
 
 def _select(a: list[str], n: Any) -> str:
     pred, *cases = a
     if len(cases) == 2:
         return f"({cases[1]} if {pred} else {cases[0]})"
-    expr = cases[-1]
-    for k in range(len(cases) - 2, -1, -1):
-        expr = f"({cases[k]} if {pred} == {k} else {expr})"
-    return expr
+    return select_chain(cases, lambda k, case, rest: f"({case} if {pred} == {k} else {rest})")
 
 
 def _convert(a: list[str], n: Any) -> str:
@@ -94,8 +83,8 @@ FORMS = scalar_forms({
     "rsqrt": "(1 / np.sqrt({0}))",
     "erf": "math.erf", "erfc": "math.erfc", "erf_inv": "_erfinv", "lgamma": "math.lgamma",
     "digamma": FALLS_BACK,
-    "not": _not,
-    "round": _round,
+    "not": either(lambda n: n.dtype == "pred", "(not {0})", "(~{0})"),
+    "round": either(lambda n: n.attrs.get("rounding_method", 0), "np.rint({0})", "_round_away({0})"),
     "div": by_dtype("_idiv({0}, {1})", "({0} / {1})"),
     "rem": by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
     "max": "_max", "min": "_min",

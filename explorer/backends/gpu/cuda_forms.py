@@ -11,23 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...ir import dtypes
-from ..codegen.scalar_form import C_MATH, COMMON, FALLS_BACK, by_dtype, scalar_forms
-
-
-def _not(a: list[str], n: Any) -> str:
-    return f"(!{a[0]})" if n.dtype == "pred" else f"(~{a[0]})"
-
-
-def _round(a: list[str], n: Any) -> str:
-    return f"rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"round({a[0]})"
+from ..codegen.scalar_form import C_MATH, COMMON, FALLS_BACK, by_dtype, either, scalar_forms, select_chain
 
 
 def _select(a: list[str], n: Any) -> str:
     pred, *cases = a
-    expr = cases[-1]
-    for k in range(len(cases) - 2, -1, -1):
-        expr = f"({pred} == {k} ? {cases[k]} : {expr})"
-    return expr
+    return select_chain(cases, lambda k, case, rest: f"({pred} == {k} ? {case} : {rest})")
 
 
 def _convert(a: list[str], n: Any) -> str:
@@ -74,8 +63,8 @@ FORMS = scalar_forms({
     "sign": "(({0} > 0) - ({0} < 0))",
     "logistic": "(1 / (1 + exp(-{0})))",
     "digamma": FALLS_BACK,
-    "not": _not,
-    "round": _round,
+    "not": either(lambda n: n.dtype == "pred", "(!{0})", "(~{0})"),
+    "round": either(lambda n: n.attrs.get("rounding_method", 0), "rint({0})", "round({0})"),
     "div": by_dtype("_idiv({0}, {1})", "({0} / {1})"),
     "rem": by_dtype("_irem({0}, {1})", "fmod({0}, {1})"),
     "max": "_max", "min": "_min",
