@@ -8,8 +8,8 @@ from test_schema import synced
 
 import explorer as gx
 from explorer.view.export import export_data, page_data
+from explorer.view.measured import reproducer_filename
 from explorer.view.payload import stage_view
-from explorer.view.profiles import reproducer_filename
 from explorer.view.schema import (
     ExportData,
     ProfileData,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.view import magic
+from explorer import magic
 from explorer.view.widget import TraceWidget
 from tests.ipyshell import ipython_shell
 
@@ -64,7 +64,7 @@ def test_setup_statements_run_normally(ip, shown):
 
 
 def test_compare_measures_against_the_baselines_and_shows_the_table(ip, shown):
-    from explorer.compare import Comparison
+    from explorer.measure.compare import Comparison
 
     r = run(ip, "%%gambit --compare --pipeline none\n" + CELL)
     assert r.error_in_exec is None

@@ -25,8 +25,8 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ..backends import registry
-from ..trace import explore
+from .backends import registry
+from .trace import explore
 
 NOT_A_CALL = ("the last statement of a %%gambit cell must be a call such as `f(x, y)`: "
               "the magic traces that function with those arguments")
@@ -189,7 +189,7 @@ class GambitMagics(Magics):
 
 
 def show_xla(fn: Any, args: tuple[Any, ...]) -> None:
-    from .. import __dict__ as api
+    from . import __dict__ as api  # the package's own, so that a test can stand in for it
 
     xla_pipeline = api.get("xla_pipeline")
     if xla_pipeline is None:
