@@ -85,7 +85,8 @@ def mismatch(got: Any, want: Any, rtol: float, atol: float) -> str:
     count = int(np.count_nonzero(bad))
     if not count:
         return ""
-    diff = np.abs(g.astype(np.complex128) - w.astype(np.complex128))
+    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: nan, not a diff
+        diff = np.abs(g.astype(np.complex128) - w.astype(np.complex128))
     where = np.unravel_index(int(np.argmax(np.where(bad, np.nan_to_num(diff, nan=np.inf), -1))),
                              bad.shape) if bad.ndim else ()
     return (f"{count} of {bad.size} entries differ (rtol {rtol:g}, atol {atol:g}); the worst at "
