@@ -28,12 +28,12 @@ if TYPE_CHECKING:
 def measured_data(profiles: list[Profile], rooflines: list[Roofline],
                   timelines: list[MemoryTimeline]) -> dict[str, list[Any]]:
     """The `profiles`, `rooflines` and `timelines` traits: one of each per stage, the latest."""
-    def latest(items: list[Any]) -> list[Any]:
+    def newest(items: list[Any]) -> list[Any]:
         by_stage = {x.stage_index: x for x in items}
         return [by_stage[k].to_data() for k in sorted(by_stage)]
 
-    return {"profiles": latest(profiles), "rooflines": latest(rooflines),
-            "timelines": latest(timelines)}
+    return {"profiles": newest(profiles), "rooflines": newest(rooflines),
+            "timelines": newest(timelines)}
 
 
 def trace_measured(trace: TraceLike) -> dict[str, list[Any]]:
