@@ -2,7 +2,7 @@
 reference (issue 25).
 
 For each program of the test zoo (tests/zoo.py), `trace.final.reproducer(path)` writes the
-standalone script (explorer/reproducer.py); each script then runs as `python script.py` in a
+standalone script (explorer/measure/reproducer.py); each script then runs as `python script.py` in a
 process of its own, two at a time, and prints `ok` or `MISMATCH`. A program counts as failed
 when its script could not be written or ran without printing either line.
 

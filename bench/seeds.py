@@ -26,7 +26,7 @@ import numpy as np
 
 import explorer as gx
 from explorer.backends import reference, registry
-from explorer.backends.measure import repeat
+from explorer.measure.timing import repeat
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 

@@ -27,8 +27,8 @@ import explorer as gx
 from explorer.examples import mlp_attention, mlp_attention_grad
 from explorer.ir.builder import GraphBuilder
 from explorer.ir.graph import TensorType
+from explorer.view.measured import measured_data
 from explorer.view.payload import stage_view
-from explorer.view.profiles import measured_data
 from explorer.view.render import render
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """gambit-explorer: see what a compiler does to your JAX code, pass by pass."""
 
-from . import backends, passes
+from . import backends, measure, passes
 from .backends.result import Kernel, RunResult
 from .compile import compile  # noqa: A004 - gx.compile, as jax.jit
 from .frontend.hlo_graph import from_hlo
@@ -14,14 +14,14 @@ from .xla import compare_with_xla, xla_pipeline
 __all__ = [
     "CompileOptions", "Graph", "Kernel", "ParseError", "RunResult", "Stage", "Trace", "TraceError",
     "UnsupportedPrimitiveError", "VerifyError", "explore", "parse", "parse_bytes", "passes",
-    "backends", "verify",
+    "backends", "measure", "verify",
     "from_hlo", "xla_pipeline", "compare_with_xla",
     "compile",
 ]
 
 
 def load_ipython_extension(ipython: object) -> None:
-    """`%load_ext explorer` registers the %%gambit cell magic (explorer/view/magic.py)."""
-    from .view.magic import load_ipython_extension as load
+    """`%load_ext explorer` registers the %%gambit cell magic (explorer/magic.py)."""
+    from .magic import load_ipython_extension as load
 
     load(ipython)

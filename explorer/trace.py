@@ -1,11 +1,15 @@
-"""explore(): trace a function, run the pipeline stage by stage, keep every stage."""
+"""explore(): trace a function, run the pipeline stage by stage, keep every stage.
+
+The public facade: a Trace is the record of the stages and their options; what it measures
+(compare, profile, roofline, memory timeline, reproducers: explorer/measure/) and shows
+(widget, HTML page: explorer/view/) are functions of it, which its methods call."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
@@ -17,19 +21,18 @@ from .backends.result import RunResult, owned
 from .frontend.arguments import ArgumentMismatch
 from .frontend.jax import Traced, trace
 from .ir.graph import Graph
+from .measure.compare import Comparison, compare
+from .measure.latest import latest
+from .measure.profile import Profile, profile
+from .measure.reproducer import reproducer
+from .measure.roofline import Roofline, roofline
+from .measure.timeline import MemoryTimeline, memory_timeline
 from .options import CompileOptions
 from .passes import DEFAULT_PIPELINE
 from .passes.base import Pass, PassReport
 from .passes.pipeline import configure, resolve, run_pipeline
 from .passes.split import check_limit
 from .units import format_bytes
-
-if TYPE_CHECKING:
-    from .compare import Comparison
-    from .profile import Profile
-    from .roofline import Roofline
-    from .timeline import MemoryTimeline
-
 
 
 def __getattr__(name: str) -> Any:
@@ -58,9 +61,7 @@ class Stage:
         """A standalone Python script that rebuilds this stage (or one `kernel` of it: its node
         id or body name) from its IR text, runs it on random inputs on `backend` and checks it
         against the reference interpreter, printing one line starting with `ok` or `MISMATCH`
-        (explorer/reproducer.py). With `path`, the script is also written there."""
-        from .reproducer import reproducer
-
+        (explorer/measure/reproducer.py). With `path`, the script is also written there."""
         return reproducer(self, path, kernel=kernel, backend=backend)
 
     def __repr__(self) -> str:
@@ -77,10 +78,6 @@ class Trace:
         self.stages = list(stages)
         self.example_args = example_args
         self.options = CompileOptions.make(memory_limit, base=options)
-        # the last profile, roofline and memory timeline taken: the widget and to_html show them
-        self.last_profile: Profile | None = None
-        self.last_roofline: Roofline | None = None
-        self.last_timeline: MemoryTimeline | None = None
 
     @property
     def memory_limit(self) -> int | None:
@@ -157,48 +154,41 @@ class Trace:
                 stages: Sequence[int | str] | None = None, repeats: int = 5,
                 plot: bool = True, progress: bool = True) -> Comparison:
         """Time and peak memory of stages on backends against baselines: a table (and a plot);
-        see explorer/compare.py."""
-        from .compare import compare
-
+        see explorer/measure/compare.py."""
         return compare(self, args or self.example_args, backends=backends, baselines=baselines,
                        stages=stages, repeats=repeats, plot=plot, progress=progress)
 
     def profile(self, *args: Any, stage: int | str = -1, backend: str | None = None,
                 repeats: int = 5, **settings: Any) -> Profile:
         """Measured seconds of every node, kernel, dot and loop of a stage on a backend
-        (explorer/profile.py); the widget draws the last one as a heat overlay. `settings`
-        are the backend's run settings, as for `run`."""
-        from .profile import profile
-
-        self.last_profile = profile(self, args or self.example_args, stage=stage,
-                                    backend=backend or self.options.backend, repeats=repeats,
-                                    **settings)
-        return self.last_profile
+        (explorer/measure/profile.py); the widget draws the latest one as a heat overlay
+        (measure/latest.py). `settings` are the backend's run settings, as for `run`."""
+        taken = profile(self, args or self.example_args, stage=stage,
+                        backend=backend or self.options.backend, repeats=repeats, **settings)
+        latest(self).profile = taken
+        return taken
 
     def roofline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
                  repeats: int = 5, xla: bool = True, remeasure: bool = False,
                  **settings: Any) -> Roofline:
         """One row per kernel, dot and loop of a stage (FLOPs, bytes, seconds, achieved rates)
         with this machine's measured peaks (cached per machine; `remeasure=True` measures
-        them again), and jax.jit's compiled program as one more point (explorer/roofline.py)."""
-        from .roofline import roofline
-
-        self.last_roofline = roofline(self, args or self.example_args, stage=stage,
-                                      backend=backend or self.options.backend,
-                                      repeats=repeats, xla=xla, remeasure=remeasure,
-                                      **settings)
-        return self.last_roofline
+        them again), and jax.jit's compiled program as one more point
+        (explorer/measure/roofline.py)."""
+        taken = roofline(self, args or self.example_args, stage=stage,
+                         backend=backend or self.options.backend, repeats=repeats, xla=xla,
+                         remeasure=remeasure, **settings)
+        latest(self).roofline = taken
+        return taken
 
     def memory_timeline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
                         **settings: Any) -> MemoryTimeline:
         """Planned and measured live bytes along a stage's schedule, each buffer's lifetime,
-        the peak and what is live there (explorer/timeline.py)."""
-        from .timeline import memory_timeline
-
-        self.last_timeline = memory_timeline(self, args or self.example_args, stage=stage,
-                                             backend=backend or self.options.backend,
-                                             **settings)
-        return self.last_timeline
+        the peak and what is live there (explorer/measure/timeline.py)."""
+        taken = memory_timeline(self, args or self.example_args, stage=stage,
+                                backend=backend or self.options.backend, **settings)
+        latest(self).timeline = taken
+        return taken
 
     def summary(self) -> str:
         rows = [f"{'stage':<22}{'nodes':>7}{'FLOPs':>16}{'bytes':>14}{'peak':>12}  rewrites"]

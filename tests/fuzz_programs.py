@@ -46,10 +46,10 @@ import numpy as np
 
 import explorer as gx
 from explorer.backends import registry
-from explorer.backends.measure import TOLERANCE
 from explorer.backends.reference import NumpyInterpreter
 from explorer.ir import OpError, dtypes
 from explorer.ir.graph import Attrs, Node, TensorType
+from explorer.measure.closeness import TOLERANCE
 from explorer.passes.pipeline import resolve, run_pipeline
 from explorer.passes.split import InfeasibleMemoryLimit
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from explorer import examples as ex
+from explorer.measure.closeness import magnitude, mismatch
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((4, 6)).astype(np.float32)
@@ -102,14 +103,14 @@ ALL = {**CATALOGUE, **SEEDS, **MODELS}
 
 
 def assert_tree_close(ours: Any, theirs: Any, rtol: float = 1e-5, atol: float = 1e-5) -> None:
+    """The same pytree, leaf by leaf the same shape and type; floats within `rtol` and `atol`
+    relative to the leaf's magnitude (explorer/measure/closeness.py), others equal."""
     a_leaves, a_tree = jax.tree_util.tree_flatten(ours)
     b_leaves, b_tree = jax.tree_util.tree_flatten(theirs)
     assert a_tree == b_tree
     for a, b in zip(a_leaves, b_leaves):
         a, b = np.asarray(a), np.asarray(b)
         assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
-        if np.issubdtype(b.dtype, np.floating):
-            scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale)
-        else:
-            np.testing.assert_array_equal(a, b)
+        floating = np.issubdtype(b.dtype, np.floating)
+        tolerance = (rtol, atol * magnitude(b)) if floating else (0.0, 0.0)
+        assert not (why := mismatch(a, b, *tolerance)), why

@@ -346,7 +346,7 @@ def test_explore_and_compile_refuse_an_unusable_limit_before_tracing(limit: Any)
 MAGIC_SCRIPT = """
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
-from explorer.view import magic
+from explorer import magic
 
 shell = start_ipython()
 shell.run_line_magic("load_ext", "explorer")

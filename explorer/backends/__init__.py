@@ -2,8 +2,8 @@
 and the backends registered with it: reference (the oracle), cpu, gpu, jax and dask. A new backend
 is one module that registers itself, imported here."""
 
-# each backend module registers its backend; peaks measures this machine's for rooflines
-from . import cpu, dask, gpu, jax, peaks, reference  # noqa: F401
+# each backend module registers its backend
+from . import cpu, dask, gpu, jax, reference  # noqa: F401
 from .registry import (
                        BackendError,
                        available,

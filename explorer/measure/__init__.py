@@ -1,2 +1,15 @@
-"""Measurement: functions of a trace (compare, profile, roofline, memory timeline, machine
-peaks) and the measuring code the backends share."""
+"""Measurement: functions of a trace and the measuring code they share.
+
+    compare.py     trace.compare: stages on backends against the baselines
+    profile.py     trace.profile: a stage's time, node by node
+    roofline.py    trace.roofline: kernels, dots and loops under the machine's peaks
+    timeline.py    trace.memory_timeline: planned and measured live bytes along a schedule
+    reproducer.py  stage.reproducer: a standalone script that checks a stage or a kernel
+    latest.py      the latest profile, roofline and timeline taken of each trace
+    peaks.py       this machine's FLOP/s and bandwidth, measured once and cached
+    timing.py      repeats, medians, peak memory of a graph or a JAX function
+    closeness.py   how close outputs are: the project's one tolerance check
+    inputs.py      random inputs for a graph's parameters
+    files.py       files written whole (atomically)
+    protocol.py    what a trace offers to this layer and the view (trace.py is not imported)
+"""

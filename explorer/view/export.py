@@ -21,17 +21,23 @@ import html
 import itertools
 import json
 import os
+import pathlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..trace import Trace
+from ..measure.files import write_atomic
+from .measured import trace_measured
 from .payload import stage_summaries, stage_view
-from .profiles import trace_measured
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, IDLE, RunState
 from .source import source_listing
 
+if TYPE_CHECKING:
+    from ..measure.protocol import TraceLike
+
+# the built front-end bundle (from extension/): the widget loads it, a page inlines it
+STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 _MOUNTS = itertools.count()
 _CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "img-src data:")
@@ -40,8 +46,6 @@ _PAGE_STYLE = ("body{margin:16px;background:#fff;font-family:system-ui,-apple-sy
 
 
 def _static(name: str) -> str:
-    from .widget import STATIC
-
     return (STATIC / name).read_text(encoding="utf-8")
 
 
@@ -94,11 +98,11 @@ def page_data(page: str) -> dict[str, Any]:
     return unpack(re.search(r'class="gx-data"[^>]*>([^<]*)</script>', page).group(1))  # type: ignore[union-attr]
 
 
-def export_data(trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLog | None = None,
+def export_data(trace: TraceLike, *, max_nodes: int = DEFAULT_MAX_NODES, runs: RunLog | None = None,
                 run_rows: list[dict[str, Any]] | None = None,
                 measured: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """The page's data: every stage's view, and the profiles, rooflines and memory timelines
-    in `measured` (a widget's; by default the trace's latest, trace.last_*)."""
+    in `measured` (a widget's; by default the trace's latest, measure/latest.py)."""
     views = []
     for k in range(len(trace.stages)):
         view = stage_view(trace, k, max_nodes)
@@ -128,7 +132,7 @@ def _mount(data: dict[str, Any]) -> str:
             f'<script type="module">{_inline(_static("widget.js"), "script")}{boot}</script>')
 
 
-def export_html(trace: Trace, **options: Any) -> str:
+def export_html(trace: TraceLike, **options: Any) -> str:
     data = export_data(trace, **options)
     title = html.escape(f"gambit-explorer: {trace.name}")
     return "\n".join([
@@ -145,7 +149,7 @@ def export_html(trace: Trace, **options: Any) -> str:
     ])
 
 
-def static_html(trace: Trace, summary: str, **options: Any) -> str:
+def static_html(trace: TraceLike, summary: str, **options: Any) -> str:
     """A notebook output showing the trace without a kernel: `summary` (plain HTML that an
     untrusted notebook's sanitizer keeps) until the step-through view replaces it."""
     data = export_data(trace, **options)
@@ -153,9 +157,8 @@ def static_html(trace: Trace, summary: str, **options: Any) -> str:
             f"<style>{_inline(_static('widget.css'), 'style')}</style>{_mount(data)}</div>")
 
 
-def to_html(trace: Trace, path: str | os.PathLike[str], **options: Any) -> str:
-    """Write the page to `path`; returns the path written."""
-    text = export_html(trace, **options)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+def to_html(trace: TraceLike, path: str | os.PathLike[str], **options: Any) -> str:
+    """Write the page to `path` (whole: a reader never sees half of it); returns the path
+    written."""
+    write_atomic(path, export_html(trace, **options))
     return os.fspath(path)

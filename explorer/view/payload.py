@@ -8,36 +8,39 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..analysis.cost import Cost, graph_cost
 from ..analysis.memory import plan
 from ..ir.graph import Graph
 from ..passes.base import Rewrite
-from ..trace import Trace
 from .diff import ir_diff
 from .graphdiff import graph_diff
 from .render import DEFAULT_MAX_NODES, Rendered, render, search_reveal
 from .schema import CostNumbers, CostView, DiffCounts, RewriteRow, StageSummary, StageView, fields
 
+if TYPE_CHECKING:
+    from ..measure.protocol import TraceLike
+
 # The per-stage keys: a model reads them from the current stage's view.
 VIEW_KEYS = tuple(fields(StageView))
 
 
-def stage_summaries(trace: Trace) -> list[StageSummary]:
+def stage_summaries(trace: TraceLike) -> list[StageSummary]:
     return [StageSummary(index=k, name=s.name, changed=bool(s.report.changed) or k == 0,
                          nodes=len(s.graph), rewrites=len(s.report.rewrites),
                          steppable=firings(trace, k) > 0, **_cost(s.cost))
             for k, s in enumerate(trace.stages)]
 
 
-def firings(trace: Trace, index: int) -> int:
+def firings(trace: TraceLike, index: int) -> int:
     """How many firings stage `index` can be stepped through (0: it steps as a whole)."""
     s = trace.stages[index]
     stepper = getattr(s.pass_, "after_firings", None)
     return len(s.report.rewrites) if index > 0 and stepper is not None else 0
 
 
-def _graphs(trace: Trace, index: int, firing: int) -> tuple[Graph | None, Graph]:
+def _graphs(trace: TraceLike, index: int, firing: int) -> tuple[Graph | None, Graph]:
     """The two graphs a view compares: the stage before and the stage, or the graphs just
     before and after the pass's `firing`-th firing (k >= 1)."""
     if firing >= 1:
@@ -49,7 +52,7 @@ def _cost(c: Cost) -> CostNumbers:
     return CostNumbers(flops=c.flops, bytes=c.bytes, peak_bytes=c.peak_bytes)
 
 
-def cost_view(trace: Trace, index: int, firing: int = -1) -> CostView:
+def cost_view(trace: TraceLike, index: int, firing: int = -1) -> CostView:
     """The cost tab of stage `index`, or of the graph after its `firing`-th firing (k >= 1)
     against the graph before that firing."""
     if firing >= 1:
@@ -107,7 +110,7 @@ def rewrite_rows(before: Graph | None, after: Graph, rewrites: Iterable[Rewrite]
             for rw in rewrites]
 
 
-def reveal_for(trace: Trace, index: int, query: str,
+def reveal_for(trace: TraceLike, index: int, query: str,
                firing: int = -1) -> tuple[frozenset[int], frozenset[int]]:
     """The nodes a search opens its way to in the before and after graphs of stage `index`
     (or of its `firing`-th firing)."""
@@ -118,7 +121,7 @@ def reveal_for(trace: Trace, index: int, query: str,
             frozenset(search_reveal(after, query)))
 
 
-def stage_view(trace: Trace, index: int, max_nodes: int = DEFAULT_MAX_NODES,
+def stage_view(trace: TraceLike, index: int, max_nodes: int = DEFAULT_MAX_NODES,
                opened: Mapping[str, bool] | None = None,
                reveal: tuple[Iterable[int], Iterable[int]] = ((), ()),
                firing: int = -1) -> StageView:

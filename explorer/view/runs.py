@@ -1,6 +1,6 @@
 """Runs for the widget's run and kernels tabs: a stage on a backend, and the baselines.
 
-Each run is measured as trace.compare() measures it (explorer/compare.py, backends/measure.py):
+Each run is measured as trace.compare() measures it (explorer/measure/compare.py, timing.py):
 warm-up, repeats, median and minimum, peak temporaries, and a numeric check against the
 reference interpreter's values of the traced program. A run becomes a row of plain data for
 the front end; the Measurement behind it is kept, so `comparison()` gives compare's own table
@@ -10,14 +10,16 @@ each is measured once per widget.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backends.measure import Measurement, measure_graph
-from ..compare import BASELINES, Comparison, expected, measure_baseline
-from ..trace import Trace
+from ..measure.compare import BASELINES, Comparison, expected, measure_baseline
+from ..measure.timing import Measurement, measure_graph
 from .schema import KernelRow, RunRow
+
+if TYPE_CHECKING:
+    from ..measure.protocol import TraceLike
 
 BASELINE_LABELS = {"numpy": "NumPy", "jax-eager": "JAX eager", "jax-jit": "jax.jit"}
 NO_FUNCTION = ("cannot run: this trace has no Python function to call (it was read from "
@@ -30,7 +32,7 @@ def stage_key(index: int, backend: str) -> str:
 
 def check_text(m: Measurement) -> str:
     """Against the reference interpreter's values of the traced program, within the
-    tolerance of the output's element type (backends/measure.py)."""
+    tolerance of the output's element type (measure/closeness.py)."""
     if m.error is None:
         return "no values to check"
     if m.ok:
@@ -58,7 +60,7 @@ def failed_row(key: str, kind: str, label: str, stage: int | None, backend: str,
 class RunLog:
     """The measured runs of one trace on its example arguments, by row key."""
 
-    def __init__(self, trace: Trace, repeats: int = 5) -> None:
+    def __init__(self, trace: TraceLike, repeats: int = 5) -> None:
         self.trace = trace
         self.repeats = repeats
         self.measurements: dict[str, Measurement] = {}

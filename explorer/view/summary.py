@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import base64
 import html
+from typing import TYPE_CHECKING
 
-from ..trace import Trace
 from ..units import format_bytes
 from .render import DEFAULT_MAX_NODES, render
+
+if TYPE_CHECKING:
+    from ..measure.protocol import TraceLike
 
 # Past this many boxes the summary's picture is collapsed (render.py folds regions, repeated
 # source lines and runs of nodes): saved notebooks should stay small.
 SUMMARY_MAX_NODES = 300
 
 
-def summary_html(trace: Trace, max_nodes: int = DEFAULT_MAX_NODES) -> str:
+def summary_html(trace: TraceLike, max_nodes: int = DEFAULT_MAX_NODES) -> str:
     esc = html.escape
     rows = []
     for k, s in enumerate(trace.stages):

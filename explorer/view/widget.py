@@ -9,7 +9,6 @@ first visit and cached, so stepping back is instant.
 
 from __future__ import annotations
 
-import pathlib
 import types
 import warnings
 from collections.abc import Sequence
@@ -21,10 +20,10 @@ import traitlets as t
 from typing_extensions import is_typeddict
 
 from ..backends import registry
-from ..compare import BASELINES
-from ..trace import Trace
+from ..measure.compare import BASELINES
+from .export import STATIC, static_html, to_html
+from .measured import ProfileLog, reproducer_file
 from .payload import VIEW_KEYS, firings, reveal_for, stage_summaries, stage_view
-from .profiles import ProfileLog, reproducer_file
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, ProfileState, ReproducerFile, RunState, StageView, Traits, fields
@@ -32,9 +31,9 @@ from .source import source_listing
 from .summary import summary_html
 
 if TYPE_CHECKING:
-    from ..profile import Profile
+    from ..measure.profile import Profile
+    from ..measure.protocol import TraceLike
 
-STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 # one background worker builds the views a widget will likely show next (graphviz runs as a
 # subprocess, so this overlaps with the kernel's own work)
 _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gambit-view")
@@ -77,7 +76,7 @@ class TraceWidget(SyncedTraits):
     _esm = STATIC / "widget.js"
     _css = STATIC / "widget.css"
 
-    def __init__(self, trace: Trace, *, max_nodes: int = DEFAULT_MAX_NODES,
+    def __init__(self, trace: TraceLike, *, max_nodes: int = DEFAULT_MAX_NODES,
                  backends: Sequence[str] | None = None, repeats: int = 5,
                  prefetch: bool = True, **kwargs: Any) -> None:
         self.trace = trace
@@ -240,7 +239,7 @@ class TraceWidget(SyncedTraits):
         """Profile the stage shown (or `stage`) and the stage before it on `backend` (default:
         the widget's profile_backend), with the stage's roofline and memory timeline: the
         graphs get a heat overlay of where the time goes, the kernels tab sorts by it, the
-        roofline and memory tabs draw the rest (explorer/profile.py, roofline.py,
+        roofline and memory tabs draw the rest (explorer/measure/profile.py, roofline.py,
         timeline.py). Returns the stage's Profile, or None when it could not run: then the
         widget says why (for a backend that cannot run here, the registry's reason)."""
         index = self.index if stage is None else max(0, min(int(stage), len(self.trace.stages) - 1))
@@ -283,8 +282,6 @@ class TraceWidget(SyncedTraits):
 
     def to_html(self, path: Any) -> str:
         """Export as trace.to_html does, with this widget's runs and kernels included."""
-        from .export import to_html
-
         return to_html(self.trace, path, max_nodes=self.max_nodes, runs=self.runs,
                        run_rows=list(self.run_rows), measured=self.measured.data())
 
@@ -311,8 +308,6 @@ class TraceWidget(SyncedTraits):
         display(HTML(self.static_html()))
 
     def static_html(self) -> str:
-        from .export import static_html
-
         return static_html(self.trace, summary_html(self.trace, max_nodes=self.max_nodes),
                            max_nodes=self.max_nodes, runs=self.runs, run_rows=list(self.run_rows),
                            measured=self.measured.data())

@@ -1,8 +1,8 @@
 """XLA's own pipeline as stages of our explorer: per-compilation dumps, parsed with
 frontend.hlo, and a side-by-side of our pipeline's result with XLA's."""
 
-from .compare import Comparison, compare_with_xla
 from .pipeline import XlaCompilation, compile_with_dumps, xla_pipeline
+from .side_by_side import Comparison, compare_with_xla
 
 __all__ = ["Comparison", "XlaCompilation", "compare_with_xla", "compile_with_dumps",
            "xla_pipeline"]

@@ -257,7 +257,7 @@ def test_long_runs_show_dask_progress(client: Any, monkeypatch, capsys) -> None:
 def test_gambit_magic_runs_on_the_scheduler_given(client: Any, monkeypatch) -> None:
     from IPython.core.error import UsageError
 
-    from explorer.view import magic
+    from explorer import magic
     from tests.ipyshell import ipython_shell
 
     monkeypatch.setattr(magic, "display", lambda *a: None)

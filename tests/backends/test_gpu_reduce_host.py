@@ -24,7 +24,8 @@ from explorer.backends import reference
 from explorer.backends.gpu import reduce
 from explorer.backends.gpu.backend import kernel_code
 from explorer.backends.kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
-from explorer.ir import Graph, dtypes
+from explorer.ir import Graph
+from explorer.measure.inputs import random_inputs
 from tests.backends import test_cpu_rows
 from tests.backends.conftest import PROGRAMS, explore, kernels_of
 from tests.backends.cuda_host import build_module, host_call, host_compiler, nvcc_ptx
@@ -129,16 +130,7 @@ def _kernels_anywhere(g: Graph) -> list[Any]:
 
 
 def _random_args(body: Graph, rng: np.random.Generator) -> list[np.ndarray]:
-    out = []
-    for p in body.param_nodes:
-        dt = np.dtype(dtypes.to_numpy(p.dtype))
-        if dt.kind == "f":
-            out.append(rng.standard_normal(p.shape).astype(dt))
-        elif dt.kind == "b":
-            out.append(rng.random(p.shape) < 0.5)
-        else:
-            out.append(rng.integers(0, 7, p.shape).astype(dt))
-    return out
+    return random_inputs(body, rng)
 
 
 @pytest.mark.parametrize("key", list(MEMORY_PROGRAMS))

@@ -9,6 +9,7 @@ import pytest
 from explorer.ir import dtypes
 from explorer.ir.graph import Attrs, TensorType, TupleType
 from explorer.ir.ops import OPS, OpError, infer_type
+from explorer.measure.closeness import mismatch
 
 # Rows without a standalone NumPy-vs-JAX check, and why.
 NOT_SAMPLED = {
@@ -28,12 +29,8 @@ def test_every_op_is_sampled_or_explained() -> None:
 
 
 def _close(a: np.ndarray, b: np.ndarray, dtype: str) -> None:
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape
-    if dtypes.is_float(dtype):
-        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=2e-6, atol=2e-6)
-    else:
-        np.testing.assert_array_equal(a, b)
+    tolerance = 2e-6 if dtypes.is_float(dtype) else 0.0  # absolute and relative
+    assert not (why := mismatch(a, b, tolerance, tolerance)), why
 
 
 @pytest.mark.parametrize("name", SAMPLED)

@@ -17,12 +17,12 @@ import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .analysis.memory import plan
-from .backends import registry
-from .units import format_bytes
+from ..analysis.memory import plan
+from ..backends import registry
+from ..units import format_bytes
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .protocol import TraceLike
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class MemoryTimeline:
         return f"<pre>{text}</pre>{buf.getvalue()}"
 
 
-def memory_timeline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1,
+def memory_timeline(trace: TraceLike, args: tuple[Any, ...], stage: int | str = -1,
                     backend: str = "cpu", **settings: Any) -> MemoryTimeline:
     """See the module docstring; `settings` are the backend's run settings (as trace.run
     takes them)."""

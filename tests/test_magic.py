@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.view import magic
+from explorer import magic
 from explorer.view.widget import TraceWidget
 from tests.ipyshell import ipython_shell
 
@@ -64,7 +64,7 @@ def test_setup_statements_run_normally(ip, shown):
 
 
 def test_compare_measures_against_the_baselines_and_shows_the_table(ip, shown):
-    from explorer.compare import Comparison
+    from explorer.measure.compare import Comparison
 
     r = run(ip, "%%gambit --compare --pipeline none\n" + CELL)
     assert r.error_in_exec is None
@@ -119,7 +119,7 @@ def test_unavailable_backend_choice_is_usage_error_for_cpu_when_absent(ip, shown
 
 
 def test_xla_without_xla_pipeline_says_so(ip, shown, capsys, monkeypatch):
-    monkeypatch.delattr(gx, "xla_pipeline", raising=False)
+    monkeypatch.setattr(magic, "xla_pipeline", None)
     r = run(ip, "%%gambit --xla --no-run\n" + CELL)
     assert r.error_in_exec is None
     assert "gx.xla_pipeline" in capsys.readouterr().out
@@ -132,7 +132,7 @@ def test_xla_shows_a_second_widget(ip, shown, monkeypatch):
         calls.append(fn.__name__)
         return gx.explore(fn, *args, pipeline=[])
 
-    monkeypatch.setattr(gx, "xla_pipeline", fake_xla, raising=False)
+    monkeypatch.setattr(magic, "xla_pipeline", fake_xla)
     r = run(ip, "%%gambit --xla --no-run\n" + CELL)
     assert r.error_in_exec is None and calls == ["f"] and len(shown) == 2
 

@@ -3,10 +3,10 @@ its achieved rate, under this machine's measured peaks, with XLA's compiled prog
 same function as one more point.
 
 A point's FLOPs and bytes are the cost model's (analysis/cost.py: what the node computes and
-the bytes it reads and writes), its seconds the profile's (explorer/profile.py). XLA's point
+the bytes it reads and writes), its seconds the profile's (profile.py). XLA's point
 is `jax.jit(fn).lower(*args).compile().cost_analysis()` (its own count of FLOPs and bytes
 accessed) over the measured median of `jax.jit(fn)`. The peaks are a BLAS matrix product
-and a STREAM-style triad (backends/peaks.py), measured once per machine and cached.
+and a STREAM-style triad (peaks.py), measured once per machine and cached.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .backends.peaks import Peaks, peaks
+from .peaks import Peaks, peaks
 from .profile import Profile, profile
+from .timing import measure_jax
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .protocol import TraceLike
 
 KINDS = ("kernel", "dot", "loop")
 
@@ -151,14 +152,12 @@ class Roofline:
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def xla_point(trace: Trace, args: tuple[Any, ...], repeats: int) -> tuple[Point | None, str]:
+def xla_point(trace: TraceLike, args: tuple[Any, ...], repeats: int) -> tuple[Point | None, str]:
     """jax.jit's compiled program of the user's function as one point (or None and why)."""
     fn = getattr(trace, "fn", None)
     if fn is None:
         return None, "no XLA point: this trace has no Python function to jit"
     import jax
-
-    from .backends.measure import measure_jax
 
     compiled = jax.jit(fn).lower(*args).compile()
     analysis = compiled.cost_analysis()
@@ -170,7 +169,7 @@ def xla_point(trace: Trace, args: tuple[Any, ...], repeats: int) -> tuple[Point 
     return Point("jax.jit", "xla", None, "", flops, nbytes, m.median), ""
 
 
-def roofline(trace: Trace, args: tuple[Any, ...], stage: int | str = -1, backend: str = "cpu",
+def roofline(trace: TraceLike, args: tuple[Any, ...], stage: int | str = -1, backend: str = "cpu",
              repeats: int = 5, xla: bool = True, remeasure: bool = False,
              **settings: Any) -> Roofline:
     prof = profile(trace, args, stage=stage, backend=backend, repeats=repeats, **settings)

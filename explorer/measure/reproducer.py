@@ -6,8 +6,9 @@ checks it against the reference interpreter, printing one line that starts with 
 The script holds everything the stage needs but the project itself: the IR text, and for an
 opaque node (a JAX primitive the op table lacks, ir/opaque.py) the primitive lowered to
 StableHLO by `jax.export`, since the live object its IR token names exists only in the process
-that traced it. What the script calls at run time (`random_inputs`, `bind_opaque`, `compare`)
-lives here, so that scripts stay short and read as what they do.
+that traced it. What the script calls at run time (`bind_opaque`, `compare` here,
+`random_inputs` in inputs.py) lives in the project, so that scripts stay short and read as
+what they do.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from .backends import registry
-from .backends.measure import check_outputs
-from .ir import dtypes
-from .ir.graph import Graph, Node, TensorType, TupleType, alone
-from .ir.opaque import OpaqueImpl, UnboundImpl
-from .ir.ops.regions import bodies, body_path
-from .ir.parser import parse
+from ..backends import registry
+from ..ir import dtypes
+from ..ir.graph import Graph, Node, TensorType, TupleType, alone
+from ..ir.opaque import OpaqueImpl, UnboundImpl
+from ..ir.ops.regions import bodies, body_path
+from ..ir.parser import parse
+from .closeness import check_outputs
+from .files import write_atomic
+from .inputs import describe_inputs
 
 
 class ReproducerError(ValueError):
@@ -67,7 +70,7 @@ def reproducer(stage: Any, path: str | os.PathLike[str] | None = None, *,
     if path is not None:
         if Path(path).is_dir():
             raise ReproducerError(f"{path} is a directory; give the script's file name")
-        Path(path).write_text(script)
+        write_atomic(path, script)
     return script
 
 
@@ -103,7 +106,8 @@ def _script(what: str, graph: Graph, text: str, opaque: Mapping[str, dict[str, A
         "",
         "import explorer as gx",
         "from explorer.backends import registry",
-        "from explorer.reproducer import bind_opaque, compare, not_finite, random_inputs",
+        "from explorer.measure.inputs import random_inputs",
+        "from explorer.measure.reproducer import bind_opaque, compare, not_finite",
         "",
         f"WHAT = {what!r}",
         f"BACKEND = {backend!r}",
@@ -212,137 +216,13 @@ def find_kernel(graph: Graph, key: int | str, stage_name: str = "graph") -> tupl
                           f"(bodies {names})")
 
 
-# ---------------------------------------------------------------- inputs
-
-
-def normal_scale(shape: tuple[int, ...]) -> float:
-    """The standard deviation of a float input: 1 for scalars and vectors, 1/sqrt(n) for an
-    array whose next-to-last axis has n entries, as a weight matrix is initialised (LeCun), so
-    that a product over that axis keeps unit scale. Standard normal weights of a model's width
-    (256) make its logits so large that float32 rounding alone moves a gradient by 4e-3, and
-    the reproducer would report that conditioning as a mismatch."""
-    return 1.0 if len(shape) < 2 else 1.0 / float(np.sqrt(max(shape[-2], 1)))
-
-
-def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
-    """One array per parameter, drawn as the passes' semantic tests draw them (normal floats,
-    scaled by `normal_scale`, coin-flip booleans, small integers), except that integers used
-    as indices (gather and scatter indices, dynamic slice starts, a switch's branch) stay in
-    range."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for p, (kind, low, high) in zip(graph.param_nodes, input_ranges(graph), strict=True):
-        t = p.type
-        assert isinstance(t, TensorType)
-        npd = dtypes.to_numpy(t.dtype)
-        if kind == "bool":
-            out.append(rng.random(t.shape) < 0.5)
-        elif kind == "normal":
-            out.append((rng.standard_normal(t.shape) * normal_scale(t.shape)).astype(npd))
-        else:
-            out.append(rng.integers(low, high, size=t.shape).astype(npd))
-    return out
-
-
-def input_ranges(graph: Graph) -> list[tuple[str, int, int]]:
-    """Per parameter: ("normal" | "bool" | "int" | "index", low, high) with integers drawn
-    from [low, high)."""
-    bounds = index_bounds(graph)
-    out = []
-    for p in graph.param_nodes:
-        dt = p.type.dtype if isinstance(p.type, TensorType) else "f32"
-        if dtypes.is_bool(dt):
-            out.append(("bool", 0, 2))
-        elif not dtypes.is_int(dt):
-            out.append(("normal", 0, 0))
-        elif p.id in bounds:
-            out.append(("index", 0, min(bounds[p.id], int(dtypes.iinfo(dt).max) + 1)))
-        else:
-            out.append(("int", 0 if dt.startswith("u") else -4, 5))
-    return out
-
-
-def describe_inputs(graph: Graph) -> list[str]:
-    """A line per parameter, for a script's header."""
-    out = []
-    for p, (kind, low, high) in zip(graph.param_nodes, input_ranges(graph), strict=True):
-        scale = normal_scale(p.type.shape) if isinstance(p.type, TensorType) else 1.0
-        what = {"normal": f"normal, mean 0, std {scale:.3g}", "bool": "coin flips"}
-        draw = what.get(kind) or f"integers in [{low}, {high})" + (" (indices)" if kind == "index" else "")
-        out.append(f"%{p.id} {p.attrs.get('name', '')} {p.type}: {draw}")
-    return out
-
-
-# Ops that pass integer values on unchanged (a value read as an index keeps its range through
-# them): the operand positions that carry the value, None for all.
-_CARRIERS: dict[str, range | None] = {
-    "convert_element_type": None, "reshape": None, "broadcast_in_dim": None, "transpose": None,
-    "copy": None, "slice": None, "squeeze": None, "expand_dims": None, "rev": None,
-    "concatenate": None, "stack": None, "tile": None, "select_n": range(1, 1 << 30),
-    "clamp": range(1, 2), "dynamic_slice": range(1), "pad": range(1),
-}
-
-
-def index_bounds(graph: Graph, outputs: Mapping[int, int] | None = None) -> dict[int, int]:
-    """node id -> an exclusive upper bound for the integers it holds, where they end up as
-    indices; `outputs` (output position -> bound) seeds a body's analysis from its user."""
-    bound: dict[int, int] = {}
-
-    def need(i: int, b: int) -> None:
-        t = graph[i].type
-        if isinstance(t, TensorType) and dtypes.is_int(t.dtype):
-            bound[i] = max(1, min(bound.get(i, b), b))
-
-    for k, o in enumerate(graph.outputs):
-        if outputs and k in outputs:
-            need(o, outputs[k])
-    for n in reversed(graph.nodes):
-        types = [graph[i].type for i in n.inputs]
-        a = n.attrs
-        if n.op == "gather" and len(types) == 2:
-            sizes, shape = a["slice_sizes"], types[0].shape
-            need(n.inputs[1], min((shape[d] - sizes[d] + 1 for d in a["start_index_map"]), default=1))
-        elif n.op.startswith("scatter") and len(types) == 3:
-            dims = a.get("scatter_dims_to_operand_dims") or ()
-            need(n.inputs[1], min((types[0].shape[d] for d in dims), default=1))
-        elif n.op == "dynamic_slice":
-            for k, i in enumerate(n.inputs[1:]):
-                need(i, types[0].shape[k] - a["slice_sizes"][k] + 1)
-        elif n.op == "dynamic_update_slice":
-            for k, i in enumerate(n.inputs[2:]):
-                need(i, types[0].shape[k] - types[1].shape[k] + 1)
-        elif n.op == "conditional" and types and types[0].dtype != "pred":
-            need(n.inputs[0], len(a["branches"]))
-        if n.id in bound and n.op in _CARRIERS:
-            positions = _CARRIERS[n.op]
-            for k, i in enumerate(n.inputs):
-                if positions is None or k in positions:
-                    need(i, bound[n.id])
-        _into_bodies(graph, n, bound, need)
-    return bound
-
-
-def _into_bodies(graph: Graph, n: Node, bound: dict[int, int], need: Any) -> None:
-    """A region's inputs bind its bodies' parameters in order (a conditional's after its
-    selector, branch after branch): a bound a body puts on a parameter goes to the input."""
-    first = 1 if n.op == "conditional" else 0
-    for _, body in bodies(n):
-        seeded = {0: bound[n.id]} if n.id in bound and isinstance(n.type, TensorType) else None
-        inner = index_bounds(body, seeded)
-        for k, p in enumerate(body.params):
-            if p in inner and first + k < len(n.inputs):
-                need(n.inputs[first + k], inner[p])
-        if n.op == "conditional":
-            first += len(body.params)
-
-
 # ---------------------------------------------------------------- checking
 
 
 def compare(got: Sequence[Any], want: Sequence[Any]) -> tuple[bool, float]:
     """(whether every output is within the project's tolerance of the reference's, the worst
     relative error): each output against its own element type's tolerance
-    (backends/measure.py)."""
+    (closeness.py)."""
     return check_outputs(_flat(got), _flat(want))
 
 
@@ -443,7 +323,7 @@ def _spec(t: Any) -> Any:
 
 
 def _types(text: str) -> Any:
-    from .ir.ops.regions import type_from_text
+    from ..ir.ops.regions import type_from_text
 
     return type_from_text(text)
 

@@ -1,7 +1,7 @@
 """This machine's peaks for the roofline: FLOP/s from a BLAS matrix product and memory
 bandwidth from a STREAM-style triad, measured once per machine and backend and cached in the
 user's cache directory (`peaks(..., remeasure=True)` measures again; `cache_path()` says
-where they are kept).
+where they are kept; it is written whole, files.py).
 
   FLOP/s     float32 matrix product, n = 2048 on CPU (NumPy's BLAS on every core) or
              8192 on GPU (CuPy's cuBLAS): 2 n^3 FLOPs per product, the best of five
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .files import write_atomic
 
 GEMM_N = {"cpu": 2048, "gpu": 8192}
 TRIAD_N = 1 << 24
@@ -145,7 +147,7 @@ def peaks(backend: str = "cpu", remeasure: bool = False, path: Path | None = Non
     `remeasure` or none is kept for this machine yet."""
     device = "gpu" if backend == "gpu" else "cpu"
     if device == "gpu":
-        from .gpu.backend import unavailable_reason
+        from ..backends.gpu.backend import unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:
@@ -164,9 +166,7 @@ def peaks(backend: str = "cpu", remeasure: bool = False, path: Path | None = Non
     cached[key] = asdict(found)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cached, indent=1))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(cached, indent=1))  # another process may read it now
     except OSError:
         pass  # a read-only home: measured every session
     return found

@@ -1,15 +1,16 @@
-"""Where a stage's time goes, in the widget (issue 25): a profile taken from the widget or in
-Python becomes the graphs' heat overlay (per-box sums in the front end, over the views'
-`*_groups`), the roofline and memory tabs, and survives into an exported page; reproducer
-scripts are sent to the front end to save."""
+"""What the widget has measured (explorer/view/measured.py): where a stage's time goes
+(issue 25). A profile taken from the widget or in Python becomes the graphs' heat overlay
+(per-box sums in the front end, over the views' `*_groups`), the roofline and memory tabs,
+and survives into an exported page; reproducer scripts are sent to the front end to save."""
 
 import pytest
 from test_schema import synced
 
 import explorer as gx
+from explorer.measure.latest import latest
 from explorer.view.export import export_data, page_data
+from explorer.view.measured import reproducer_filename
 from explorer.view.payload import stage_view
-from explorer.view.profiles import reproducer_filename
 from explorer.view.schema import (
     ExportData,
     ProfileData,
@@ -26,10 +27,12 @@ from explorer.view.widget import profile_default
 
 @pytest.fixture(autouse=True)
 def no_profiles_yet(toy_trace):
-    """Each test starts from a trace with no profile taken (they are kept on the trace)."""
-    toy_trace.last_profile = toy_trace.last_roofline = toy_trace.last_timeline = None
+    """Each test starts from a trace with no profile taken (measure/latest.py keeps the
+    latest per trace)."""
+    taken = latest(toy_trace)
+    taken.profile = taken.roofline = taken.timeline = None
     yield
-    toy_trace.last_profile = toy_trace.last_roofline = toy_trace.last_timeline = None
+    taken.profile = taken.roofline = taken.timeline = None
 
 
 def test_a_profile_from_the_widget_covers_the_stage_and_the_one_before(toy_trace):
@@ -41,7 +44,7 @@ def test_a_profile_from_the_widget_covers_the_stage_and_the_one_before(toy_trace
     assert prof is not None and prof.stage_index == 3 and prof.backend == "reference"
     assert [p["stage"] for p in w.profiles] == [2, 3]
     assert [r["stage"] for r in w.rooflines] == [3] and [t["stage"] for t in w.timelines] == [3]
-    assert toy_trace.last_profile is prof  # the stage shown, not the one before it
+    assert latest(toy_trace).profile is prof  # the stage shown, not the one before it
     # progress, one state per measurement, then what was measured
     assert [s["running"] for s in states] == [True, True, True, False]
     assert "(1/3)" in states[0]["message"] and "stage 2 nothing" in states[0]["message"]

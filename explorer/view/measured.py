@@ -1,11 +1,11 @@
-"""Profiles for the widget: the stage shown and the stage before it, profiled on a backend,
-with the stage's roofline and memory timeline (explorer/profile.py, roofline.py, timeline.py),
-kept per stage as plain data for the heat overlay and the roofline and memory tabs; and the
-reproducer scripts the kernels tab offers as downloads.
+"""What the widget has measured: the stage shown and the stage before it, profiled on a
+backend, with the stage's roofline and memory timeline (explorer/measure/profile.py,
+roofline.py, timeline.py), kept per stage as plain data for the heat overlay and the roofline
+and memory tabs; and the reproducer scripts the kernels tab offers as downloads.
 
 One profile, roofline and timeline per stage: the latest taken, on whichever backend. A trace's
-own latest (trace.last_profile, ...) are there from the start, so a profile taken in Python
-shows in a widget opened after it, and in an exported page.
+own latest (measure/latest.py: what trace.profile() and the others took) are there from the
+start, so a profile taken in Python shows in a widget opened after it, and in an exported page.
 """
 
 from __future__ import annotations
@@ -15,46 +15,48 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..backends import registry
-from ..trace import Trace
+from ..measure.latest import latest
 from .schema import ReproducerFile
 
 if TYPE_CHECKING:
-    from ..profile import Profile
-    from ..roofline import Roofline
-    from ..timeline import MemoryTimeline
+    from ..measure.profile import Profile
+    from ..measure.protocol import TraceLike
+    from ..measure.roofline import Roofline
+    from ..measure.timeline import MemoryTimeline
 
 
 def measured_data(profiles: list[Profile], rooflines: list[Roofline],
                   timelines: list[MemoryTimeline]) -> dict[str, list[Any]]:
     """The `profiles`, `rooflines` and `timelines` traits: one of each per stage, the latest."""
-    def latest(items: list[Any]) -> list[Any]:
+    def newest(items: list[Any]) -> list[Any]:
         by_stage = {x.stage_index: x for x in items}
         return [by_stage[k].to_data() for k in sorted(by_stage)]
 
-    return {"profiles": latest(profiles), "rooflines": latest(rooflines),
-            "timelines": latest(timelines)}
+    return {"profiles": newest(profiles), "rooflines": newest(rooflines),
+            "timelines": newest(timelines)}
 
 
-def trace_measured(trace: Trace) -> dict[str, list[Any]]:
-    """The trace's own latest profile, roofline and memory timeline (trace.last_*)."""
+def trace_measured(trace: TraceLike) -> dict[str, list[Any]]:
+    """The trace's own latest profile, roofline and memory timeline (measure/latest.py)."""
     def one(x: Any) -> list[Any]:
         return [] if x is None else [x]
 
-    return measured_data(one(trace.last_profile), one(trace.last_roofline),
-                         one(trace.last_timeline))
+    taken = latest(trace)
+    return measured_data(one(taken.profile), one(taken.roofline), one(taken.timeline))
 
 
 class ProfileLog:
     """The profiles, rooflines and memory timelines a widget has, by stage index."""
 
-    def __init__(self, trace: Trace, repeats: int = 5) -> None:
+    def __init__(self, trace: TraceLike, repeats: int = 5) -> None:
         self.trace = trace
         self.repeats = repeats
         self.profiles: dict[int, Profile] = {}
         self.rooflines: dict[int, Roofline] = {}
         self.timelines: dict[int, MemoryTimeline] = {}
-        for store, x in ((self.profiles, trace.last_profile), (self.rooflines, trace.last_roofline),
-                         (self.timelines, trace.last_timeline)):
+        taken = latest(trace)
+        for store, x in ((self.profiles, taken.profile), (self.rooflines, taken.roofline),
+                         (self.timelines, taken.timeline)):
             if x is not None and x.stage_index < len(trace.stages):
                 store[x.stage_index] = x  # type: ignore[index]
 
@@ -111,7 +113,7 @@ class ProfileLog:
         except Exception as e:
             failed(f"the memory timeline of stage {index}", e)
         if index in self.profiles:
-            t.last_profile = self.profiles[index]  # the stage shown, not the one before it
+            latest(t).profile = self.profiles[index]  # the stage shown, not the one before it
         return errors
 
 
@@ -119,7 +121,7 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.") or "x"
 
 
-def reproducer_filename(trace: Trace, index: int, kernel: int | str | None = None) -> str:
+def reproducer_filename(trace: TraceLike, index: int, kernel: int | str | None = None) -> str:
     """`prog_stage3_fuse.py`, `prog_stage3_fuse_fused_29.py`: the function, the stage and
     the kernel (by its name, also when asked for by node id), in characters any file system
     takes."""
@@ -132,7 +134,7 @@ def reproducer_filename(trace: Trace, index: int, kernel: int | str | None = Non
     return name + ".py"
 
 
-def reproducer_file(trace: Trace, index: int, kernel: int | str | None = None,
+def reproducer_file(trace: TraceLike, index: int, kernel: int | str | None = None,
                     backend: str = "cpu") -> ReproducerFile:
     """Stage `index`'s reproducer (or one kernel's) as the front end saves it, or why not."""
     filename = reproducer_filename(trace, index, kernel)

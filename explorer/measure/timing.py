@@ -1,5 +1,6 @@
-"""Measurement: warm-up, repeats, median and minimum; peak memory as each backend can know it;
-and a numeric check against the reference interpreter.
+"""Timing: warm-up, repeats, median and minimum; peak memory as each backend can know it;
+and a numeric check against the reference interpreter (closeness.py). The backends' shared
+measuring code: trace.compare and the widget's runs measure with it.
 
 Peak memory means temporaries (everything but inputs and outputs), measured as follows:
   reference, cpu, "numpy"  tracemalloc, step by step (NumPy reports its buffers to it; the
@@ -24,14 +25,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..ir import dtypes
+from ..backends import registry
+from ..backends.result import Kernel
 from ..ir.graph import Graph
 from ..options import CompileOptions
-from . import registry
-from .result import Kernel
-
-# Relative error allowed against the reference, by element type (sums re-associate).
-TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-3, "f64": 1e-9, "c64": 1e-3, "c128": 1e-9}
+from .closeness import check_outputs
 
 
 @dataclass(frozen=True)
@@ -50,39 +48,6 @@ class Measurement:
     workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
     dashboard: str | None = None  # a distributed run: its cluster's dashboard link
     program: str = ""  # the generated program that ran (the CPU backend's), if any
-
-
-def relative_error(got: Sequence[Any], want: Sequence[np.ndarray]) -> float:
-    worst = 0.0
-    for g, w in zip(got, want, strict=True):
-        g64, w64 = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
-        if g64.shape != w64.shape:
-            return float("inf")
-        finite = np.isfinite(w64)
-        if not np.array_equal(np.isfinite(g64), finite):
-            return float("inf")
-        scale = max(1.0, float(np.max(np.abs(w64[finite]), initial=0.0)))
-        worst = max(worst, float(np.max(np.abs(g64[finite] - w64[finite]), initial=0.0)) / scale)
-    return worst
-
-
-def within_tolerance(error: float, want: Sequence[np.ndarray]) -> bool:
-    names = [dtypes.from_numpy(np.asarray(w).dtype) for w in want]
-    return error <= min((TOLERANCE.get(n, 0.0) for n in names), default=0.0)
-
-
-def check_outputs(got: Sequence[Any], want: Sequence[np.ndarray]) -> tuple[bool, float]:
-    """(whether every output is within its own element type's tolerance of the reference's,
-    the worst relative error): an integer output must match exactly, a float32 one beside it
-    within float32's tolerance."""
-    if len(got) != len(want):
-        return False, float("inf")
-    ok, worst = True, 0.0
-    for g, w in zip(got, want, strict=True):
-        error = relative_error([g], [w])
-        ok = ok and within_tolerance(error, [w])
-        worst = max(worst, error)
-    return ok, worst
 
 
 def repeat(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from .backends import jax as jax_backend
-from .backends import reference
-from .backends.measure import Measurement, measure_graph, measure_jax
-from .units import format_bytes
+from ..backends import jax as jax_backend
+from ..backends import reference
+from ..units import format_bytes
+from .timing import Measurement, measure_graph, measure_jax
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .protocol import TraceLike
 
 BASELINES = ("numpy", "jax-eager", "jax-jit")
 
@@ -96,20 +96,20 @@ class Comparison:
         return fig
 
 
-def _stages(trace: Trace, stages: Sequence[int | str] | None) -> list[Any]:
+def _stages(trace: TraceLike, stages: Sequence[int | str] | None) -> list[Any]:
     if stages is not None:
         return [trace.stage(s) for s in stages]
     chosen = [trace.stages[0]] + [s for s in trace.stages[1:] if s.report.changed]
     return chosen if chosen[-1] is trace.final else [*chosen, trace.final]
 
 
-def expected(trace: Trace, flat: Sequence[np.ndarray]) -> list[np.ndarray]:
+def expected(trace: TraceLike, flat: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The values every row is checked against: the traced program on the reference."""
     traced = trace.stages[0].graph
     return reference.evaluate(traced, reference.check_args(traced, flat))
 
 
-def measure_baseline(trace: Trace, name: str, args: tuple[Any, ...], flat: Sequence[np.ndarray],
+def measure_baseline(trace: TraceLike, name: str, args: tuple[Any, ...], flat: Sequence[np.ndarray],
                      want: Sequence[np.ndarray] | None, repeats: int = 5) -> Measurement:
     """One baseline row (see BASELINES); also used by the widget's run tab. Without the
     user's function (a trace of XLA's dumps) the JAX baselines run the traced graph in JAX."""
@@ -122,7 +122,7 @@ def measure_baseline(trace: Trace, name: str, args: tuple[Any, ...], flat: Seque
     return measure_jax(fn, leaves, want, jit=name == "jax-jit", repeats=repeats)
 
 
-def compare(trace: Trace, args: tuple[Any, ...], backends: Sequence[str] = ("cpu",),
+def compare(trace: TraceLike, args: tuple[Any, ...], backends: Sequence[str] = ("cpu",),
             baselines: Sequence[str] = BASELINES, stages: Sequence[int | str] | None = None,
             repeats: int = 5, plot: bool = True, progress: bool = True) -> Comparison:
     from tqdm.auto import tqdm

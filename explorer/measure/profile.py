@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .analysis.cost import node_bytes, node_flops
-from .backends import registry
-from .ir.graph import Graph, Node
+from ..analysis.cost import node_bytes, node_flops
+from ..backends import registry
+from ..ir.graph import Graph, Node
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .protocol import TraceLike
 
 LOOP_OPS = frozenset({"scan", "while", "loop", "conditional", "call"})
 DOT_OPS = frozenset({"dot_general", "conv_general_dilated"})
@@ -197,7 +197,7 @@ def stepped_times(exe: Any, prepared: Sequence[Any]) -> tuple[float, dict[int, f
     return total, times
 
 
-def profile(trace: Trace, args: tuple[Any, ...], stage: int | str = -1, backend: str = "cpu",
+def profile(trace: TraceLike, args: tuple[Any, ...], stage: int | str = -1, backend: str = "cpu",
             repeats: int = 5, **settings: Any) -> Profile:
     """See the module docstring; `args` are the user's arguments (the traced ones by
     default); `settings` are the backend's run settings (as trace.run takes them: the dask
@@ -209,7 +209,7 @@ def profile(trace: Trace, args: tuple[Any, ...], stage: int | str = -1, backend:
         return _profile(trace, args, stage, backend, repeats)
 
 
-def _profile(trace: Trace, args: tuple[Any, ...], stage: int | str, backend: str,
+def _profile(trace: TraceLike, args: tuple[Any, ...], stage: int | str, backend: str,
              repeats: int) -> Profile:
     s = trace.stage(stage)
     index = trace.stages.index(s)

@@ -1,0 +1,31 @@
+"""Files written whole (explorer/measure/files.py): a reader sees the old text or the new,
+and no temporary file is left behind."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.measure import files
+from explorer.measure.files import write_atomic
+
+
+def test_the_text_replaces_the_file_whole_and_leaves_nothing_beside_it(tmp_path):
+    path = tmp_path / "peaks.json"
+    write_atomic(path, "old")
+    write_atomic(path, "new")
+    assert path.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["peaks.json"]
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "page.html"
+    write_atomic(path, "old")
+
+    def broken(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(files.os, "replace", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(path, "new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
