@@ -27,7 +27,7 @@ from explorer.reproducer import (
     random_inputs,
     reproducer,
 )
-from tests.zoo import zoo
+from tests.corpora.zoo import zoo
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(3)

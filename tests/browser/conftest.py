@@ -23,9 +23,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from browserkit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HERE, ROOT  # noqa: E402
+from tests.browser.browserkit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HERE, ROOT
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -4,7 +4,6 @@ Python becomes the graphs' heat overlay (per-box sums in the front end, over the
 scripts are sent to the front end to save."""
 
 import pytest
-from test_schema import synced
 
 import explorer as gx
 from explorer.view.export import export_data, page_data
@@ -22,6 +21,7 @@ from explorer.view.schema import (
     problems,
 )
 from explorer.view.widget import profile_default
+from tests.view.test_schema import synced
 
 
 @pytest.fixture(autouse=True)

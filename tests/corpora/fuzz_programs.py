@@ -23,7 +23,7 @@ A mismatch or crash is a `Finding` whose `report()` is a self-contained reproduc
 runs a batch and returns a `Summary`, whose line says programs, mismatches by backend, crashes
 and peak RSS (at the start and the end). tests/test_differential.py runs a few hundred
 programs in each mode; `make fuzz` (GAMBIT_FUZZ=full) 10,000 in each. By hand:
-`python -m tests.fuzz_programs 10000 [first_seed] [--x64]`.
+`python -m tests.corpora.fuzz_programs 10000 [first_seed] [--x64]`.
 """
 
 from __future__ import annotations
@@ -810,7 +810,7 @@ class Summary:
 
 
 def hlo_cases(n: int, seed: int = 8) -> Iterable[str]:
-    from tests.hlo.test_fuzz import _cases
+    from tests.frontend.hlo.test_fuzz import _cases
 
     return _cases(n, seed)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import explorer as gx
-from tests.hlo.helpers import check_imported, data_files
+from tests.frontend.hlo.helpers import check_imported, data_files
 
 CASES = 100_000 if os.environ.get("GAMBIT_FUZZ") == "full" else 3_000
 SECONDS_PER_CASE = 5.0

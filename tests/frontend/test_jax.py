@@ -12,7 +12,7 @@ import pytest
 import explorer as gx
 from explorer.frontend.jax import TraceError, trace
 from explorer.ir import verify
-from tests.graphs import ALL, CATALOGUE, MODELS, SEEDS, assert_tree_close
+from tests.corpora.graphs import ALL, CATALOGUE, MODELS, SEEDS, assert_tree_close
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -120,7 +120,7 @@ def test_primitive_without_a_row_runs_as_an_opaque_node() -> None:
     t = gx.explore(f, x)
     opaque = [n for n in t.stages[0].graph.nodes if n.op == "opaque"]
     assert {n.attrs["opcode"] for n in opaque} == {"bessel_i1e", "pure_callback"}
-    assert all(n.source is not None and n.source.file.endswith("test_frontend.py") for n in opaque)
+    assert all(n.source is not None and n.source.file.endswith("test_jax.py") for n in opaque)
     assert "result_avals=" in next(n for n in opaque if n.attrs["opcode"] == "pure_callback").attrs["text"]
     for s in t.stages:
         verify(s.graph)
@@ -183,7 +183,7 @@ def test_equinox_module_is_an_argument_with_named_scopes() -> None:
     assert "eqx.nn.MLP/eqx.nn.Linear" in scopes
     # the line shown is the user's (this file), the library's module shows as the scope
     dots = [n for n in t.stages[0].graph.nodes if n.op == "dot_general"]
-    assert dots and all(n.source.file.endswith("test_frontend.py") for n in dots)
+    assert dots and all(n.source.file.endswith("test_jax.py") for n in dots)
     for backend in ("reference", "cpu", "jax"):
         assert_tree_close(t.run(backend=backend).value, m(x), rtol=1e-5, atol=1e-6)
 
@@ -229,7 +229,7 @@ def test_shape_mismatch_names_the_user_line() -> None:
         trace(f, np.ones(3, np.float32), np.ones(4, np.float32))
     msg = str(e.value)
     assert "Incompatible shapes" in msg or "shapes" in msg
-    assert "test_frontend.py" in msg and "x + y" in msg
+    assert "test_jax.py" in msg and "x + y" in msg
 
 
 def test_run_rejects_wrong_arguments() -> None:
