@@ -5,7 +5,7 @@ jax_random import this module; frontend/jax.py, the `trace` entry, imports them)
 
 Nested `jit`/`pjit`, `custom_jvp_call`, `custom_vjp_call`, `remat` and `closed_call` are inlined,
 `stop_gradient` is dropped, a primitive without a row runs through JAX as an opaque node, and
-every node keeps the user's source line and named scope (frontend/sources.py).
+every node keeps the user's source line and named scope (frontend/locations.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..ir.opaque import JaxImpl
 from ..ir.ops import OPS, OpError
 from .arguments import host_value, is_key
 from .jax_calls import CallLog, user_frames
-from .sources import call_name, function_name, join_scopes, scope_of, scoped, user_source
+from .locations import call_name, function_name, join_scopes, scope_of, scoped, user_source
 
 # Primitives that wrap a sub-jaxpr which we inline, and the params that may hold it.
 _INLINE = {"pjit", "jit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",

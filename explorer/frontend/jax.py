@@ -26,7 +26,7 @@ from .converter import (
     graph_name,
 )
 from .jax_calls import CallLog
-from .sources import user_location
+from .locations import user_location
 
 __all__ = ["TraceError", "Traced", "UnsupportedPrimitiveError", "arg_names", "trace"]
 

@@ -1,7 +1,7 @@
-"""Where a traced node comes from (`Source`): the user's line, found in an equation's frames
-or an exception's traceback (a notebook cell shows as "In[3]", not as the kernel's temporary
-file), and the named scope, read off JAX's name stack (named scopes, flax/equinox modules,
-jitted functions)."""
+"""A traced node's location (`Source`, printed as `loc(...)`): the user's line, found in an
+equation's frames or an exception's traceback (a notebook cell shows as "In[3]", not as the
+kernel's temporary file), and the named scope, read off JAX's name stack (named scopes,
+flax/equinox modules, jitted functions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a traced node comes from (frontend/sources.py): the user's line in a file or a notebook
+"""A traced node's location (frontend/locations.py): the user's line in a file or a notebook
 cell (In[N]), and the named scope of calls, named_scope blocks and library modules."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_equinox_module_is_an_argument_with_named_scopes() -> None:
     assert "eqx.nn.MLP/eqx.nn.Linear" in scopes
     # the line shown is the user's (this file), the library's module shows as the scope
     dots = [n for n in t.stages[0].graph.nodes if n.op == "dot_general"]
-    assert dots and all(n.source.file.endswith("test_sources.py") for n in dots)
+    assert dots and all(n.source.file.endswith("test_locations.py") for n in dots)
     for backend in ("reference", "cpu", "jax"):
         assert_tree_close(t.run(backend=backend).value, m(x), rtol=1e-5, atol=1e-6)
 
