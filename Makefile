@@ -33,13 +33,13 @@ test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
 	$(NBVAL)
 
-# The fuzz tests at full scale; the differential fuzz (tests/fuzz_programs.py) as one process,
-# 10,000 programs, ending with its summary line (programs, mismatches by backend, crashes, RSS),
-# then the same 10,000 over f64 and i64 under jax.enable_x64(True).
+# The fuzz tests at full scale; the differential fuzz (tests/corpora/fuzz_programs.py) as one
+# process, 10,000 programs, ending with its summary line (programs, mismatches by backend,
+# crashes, RSS), then the same 10,000 over f64 and i64 under jax.enable_x64(True).
 fuzz: $(STAMP)
 	GAMBIT_FUZZ=full $(PY) -m pytest -n 2 -m fuzz --ignore=tests/test_differential.py tests
-	GAMBIT_FUZZ=full $(PY) -m tests.fuzz_programs 10000
-	GAMBIT_FUZZ=full $(PY) -m tests.fuzz_programs 10000 0 --x64
+	GAMBIT_FUZZ=full $(PY) -m tests.corpora.fuzz_programs 10000
+	GAMBIT_FUZZ=full $(PY) -m tests.corpora.fuzz_programs 10000 0 --x64
 
 bench: $(STAMP)
 	for f in bench/*.py; do $(PY) $$f || exit 1; done

@@ -23,7 +23,7 @@ kernel would see. Each call is made as a user makes it: host (NumPy) arguments i
 back as arrays (results that are jax arrays, `jax.jit`'s and the jax backend's, are waited
 for with block_until_ready).
 "traced" is `gx.compile(..., pipeline=[])`: the traced graph as it is, no pass run. The
-dispatch table runs the test zoo's programs (tests/zoo.py) at their own small sizes, where a
+dispatch table runs the test zoo's programs (tests/corpora/zoo.py) at their own small sizes, where a
 call's overhead is what is measured.
 """
 
@@ -49,7 +49,7 @@ import numpy as np
 
 import explorer as gx
 from explorer.backends import registry
-from tests.zoo import _attention, _layer_norm, cnn, cnn_loss
+from tests.corpora.zoo import _attention, _layer_norm, cnn, cnn_loss
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 Program = tuple[Callable[..., Any], tuple[Any, ...]]
@@ -367,7 +367,7 @@ def _fmt(seconds: Any) -> str:
 
 
 def dispatch_programs() -> dict[str, Program]:
-    from tests.zoo import zoo
+    from tests.corpora.zoo import zoo
 
     return zoo()
 

@@ -47,8 +47,8 @@ def _xla_compile(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
 
 
 def _zoo() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
-    """The test zoo's realistic programs (tests/zoo.py): a GPT block's gradient and others."""
-    from tests.zoo import zoo
+    """The test zoo's realistic programs (tests/corpora/zoo.py): a GPT block's gradient and others."""
+    from tests.corpora.zoo import zoo
 
     return zoo()
 

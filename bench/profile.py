@@ -14,7 +14,7 @@ import math
 
 import explorer as gx
 from bench.models import models
-from tests.zoo import zoo
+from tests.corpora.zoo import zoo
 
 
 def main() -> None:

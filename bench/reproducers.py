@@ -1,7 +1,7 @@
 """The reproducer of every zoo program's final stage, run in a fresh process, matches the
 reference (issue 25).
 
-For each program of the test zoo (tests/zoo.py), `trace.final.reproducer(path)` writes the
+For each program of the test zoo (tests/corpora/zoo.py), `trace.final.reproducer(path)` writes the
 standalone script (explorer/measure/reproducer.py); each script then runs as `python script.py` in a
 process of its own, two at a time, and prints `ok` or `MISMATCH`. A program counts as failed
 when its script could not be written or ran without printing either line.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import explorer as gx  # noqa: E402
-from tests.zoo import zoo  # noqa: E402
+from tests.corpora.zoo import zoo  # noqa: E402
 
 
 def run_script(path: Path, backend: str, seed: int) -> tuple[str, str]:

@@ -32,8 +32,7 @@ from explorer.view.payload import stage_view
 from explorer.view.render import render
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
+sys.path.insert(0, str(ROOT))  # the tests package: its zoo and its browser kit
 
 GOALS = {"first view": 1.0, "stage switch": 0.3, "to_html MB": 2.0, "first view 8k": 2.0}
 
@@ -45,7 +44,7 @@ def _timed(fn, *args, **kw):  # type: ignore[no-untyped-def]
 
 
 def programs() -> dict[str, gx.Trace]:
-    from zoo import zoo
+    from tests.corpora.zoo import zoo
 
     fn, args = zoo()["gpt_grad"]
     out = {"zoo GPT-block gradient": gx.explore(fn, *args)}
@@ -145,8 +144,9 @@ def heat_rows(page, trace: gx.Trace, label: str, tmp: str) -> list[tuple[str, st
 
 
 def main() -> list[str]:
-    from browserkit import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
+
+    from tests.browser.browserkit import CHROMIUM, CHROMIUM_ARGS
 
     rows = []
     _, flat = _timed(render, chain_graph(1000), max_nodes=2000)

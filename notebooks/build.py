@@ -15,6 +15,7 @@ Widget state is not stored: saved notebooks show the widgets' static HTML fallba
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -99,7 +100,13 @@ def build(source: Path, timings: bool = False) -> float:
             print(f"  {cell_seconds(cell):6.2f} s  In[{cell.execution_count}] {first[:60]}")
         cell.metadata.pop("execution", None)  # timestamps: noise in every diff
     nbformat.validate(nb)
-    nbformat.write(nb, target(source))
+    path = target(source)  # written under a temporary name, then renamed into place: nbval and
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")  # the tests read it
+    try:
+        nbformat.write(nb, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return seconds
 
 

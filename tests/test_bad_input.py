@@ -1,10 +1,13 @@
 """Inputs at the edges: special float values through conversions and fast-math-prone
 expressions, arguments that do not fit the traced graph, complex constants in HLO text, and
-byte sizes and stage indices that cannot be used. Each either computes what JAX computes or
-fails with an error naming the cause, before anything is compiled or cached."""
+byte sizes and stage indices that cannot be used, and a sample of the user's mistakes whose
+error names the cause and the user's line (an element type the IR lacks, shapes JAX refuses,
+a branch on a traced value, a memory limit no split meets). Each either computes what JAX
+computes or fails with an error naming the cause, before anything is compiled or cached."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import shutil
 import subprocess
@@ -393,6 +396,61 @@ def test_stages_in_range_by_index_or_name(trace: gx.Trace) -> None:
     np.testing.assert_allclose(trace.run(stage=-n).value, np.sin(1.0) * 2, rtol=1e-6)
     with pytest.raises(KeyError, match="no stage named 'nope'; stages: 0 traced"):
         trace.stage("nope")
+
+
+# ---------------------------------------------------------------- the user's mistakes, named
+
+def _float8(x):
+    return x.astype(jnp.float8_e4m3fn) * 2
+
+
+def _mismatched_product(x, y):
+    return x @ y
+
+
+def _python_branch(x):
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+def _pairwise(x, y):
+    return jnp.sum((x[:, None] - y[None]) ** 2, -1).max()
+
+
+A, B = np.ones((64, 8), np.float32), np.ones((3, 4), np.float32)
+USER_LINE_ERRORS = {  # name -> (what the user runs, what the error must say besides the line)
+    "element type": (lambda: gx.explore(_float8, A), _float8,
+                     ["element type float8_e4m3fn", "not supported", "supported: pred"]),
+    "shapes": (lambda: gx.explore(_mismatched_product, B, B), _mismatched_product,
+               ["tracing _mismatched_product failed", "contracting dimensions"]),
+    "python branch": (lambda: gx.explore(_python_branch, A), _python_branch,
+                      ["TracerBoolConversionError", "lax.cond"]),
+    "memory limit": (lambda: gx.explore(_pairwise, A, A, memory_limit=16), _pairwise,
+                     ["memory_limit=16 B", "cannot be met", "smallest feasible limit is"]),
+}
+
+
+@pytest.mark.parametrize("name", USER_LINE_ERRORS)
+def test_a_mistake_names_its_cause_and_the_users_line(name: str) -> None:
+    run, fn, says = USER_LINE_ERRORS[name]
+    lines, first = inspect.getsourcelines(fn)
+    number, text = first + 1, lines[1].strip()  # the function's first line: where it fails
+    with pytest.raises(ValueError) as e:  # TraceError, InfeasibleMemoryLimit: ValueErrors
+        run()
+    msg = str(e.value)
+    assert f"test_bad_input.py:{number}" in msg and text in msg, msg
+    for part in says:
+        assert part in msg, (part, msg)
+
+
+def test_a_missing_argument_names_the_parameter() -> None:
+    """No line of the user's ran (the call itself failed): the cause names the parameter."""
+    with pytest.raises(gx.TraceError, match="missing 1 required positional argument: 'y'"):
+        gx.explore(lambda x, y: x + y, A)
+    t = gx.explore(lambda x, y: x + y, A, A, pipeline=[])
+    with pytest.raises(ValueError, match="traced with arguments shaped like"):
+        t.run(A)
 
 
 # ---------------------------------------------------------------- distances at zero

@@ -1,4 +1,4 @@
-"""The differential fuzz (tests/fuzz_programs.py): random JAX programs with special values and
+"""The differential fuzz (tests/corpora/fuzz_programs.py): random JAX programs with special values and
 random memory limits through every stage of the default pipeline and every available backend,
 against JAX eager; and mutated HLO dumps through the pipeline and every backend, against the
 reference interpreter. Any finding that is neither a documented divergence nor a known open
@@ -10,7 +10,7 @@ every stage on the reference interpreter) and 200 HLO mutations in 4 blocks, and
 programs over f64 and i64 under jax.enable_x64(True); GAMBIT_FUZZ=full checks 10,000
 programs in each mode, every stage on every backend, and 1,000 mutations.
 `make fuzz` runs the full batch as one process instead, for one summary line:
-`python -m tests.fuzz_programs 10000`.
+`python -m tests.corpora.fuzz_programs 10000`.
 
 The upstream divergences below are pinned by tests, so that they say when JAX/XLA changes:
 the generator steers clear of the first, the harness classifies the second.
@@ -25,7 +25,7 @@ import pytest
 
 import explorer as gx
 from tests.conftest import FULL_FUZZ
-from tests.fuzz_programs import XLA_NAN_DROPPING_SIZE, fuzz
+from tests.corpora.fuzz_programs import XLA_NAN_DROPPING_SIZE, fuzz
 
 PROGRAMS, HLO, BLOCKS = (10_000, 1_000, 40) if FULL_FUZZ else (200, 200, 4)
 X64_PROGRAMS, X64_BLOCKS = (10_000, 40) if FULL_FUZZ else (100, 2)
@@ -125,7 +125,7 @@ def test_an_amplified_difference_is_documented_and_another_is_not() -> None:
     """The harness explains a difference by an intermediate only when replaying our program
     from XLA's value there gives exactly JAX's result: not for a result JAX did not give, nor
     for a backend whose outputs differ from our reference's."""
-    from tests.fuzz_programs import amplified
+    from tests.corpora.fuzz_programs import amplified
 
     a = np.array([[-0.49636883, 0.17691304], [2.0, 1.0]], np.float32)
     fn = lambda a: (a / jnp.max(a, axis=1, keepdims=True)).astype(jnp.int32)  # noqa: E731
@@ -143,7 +143,7 @@ def test_a_nan_made_inside_the_program_and_ranked_by_top_k_is_seen() -> None:
     are made inside (in no argument or output), and their sign, -NaN on x86 and +NaN from
     CUDA, orders the indices: on an H200 the gpu backend's indices differed from JAX's on
     the CPU. The harness finds such a NaN on the reference and documents the difference."""
-    from tests.fuzz_programs import make_program, nan_reaches_top_k
+    from tests.corpora.fuzz_programs import make_program, nan_reaches_top_k
 
     prog = make_program(166)
     traced = gx.explore(prog.fn(), *prog.args, pipeline=[]).stages[0].graph
@@ -162,7 +162,7 @@ def test_programs_whose_divergence_readme_documents_are_classified_so(seed: int)
     Amplified: 3156, log of a softmax XLA flushed to zero; 3429, an int32 conversion of XLA's
     x / max(x) = 0.99999994; 4397, top_k of a NaN whose sign exp sets (NumPy) or keeps (XLA);
     4815, sin of a sum of 11,127 whose last bit differs."""
-    from tests.fuzz_programs import check_program, make_program
+    from tests.corpora.fuzz_programs import check_program, make_program
 
     found = check_program(make_program(seed))
     assert found and all(f.kind == "documented" for f in found), [f.report() for f in found]
@@ -173,7 +173,7 @@ def test_few_feature_distances_no_longer_overflow() -> None:
     |a|^2 + |b|^2 overflowed float32 (NaN against the naive 0). The form is computed in
     float64 for so few features now, and the program agrees everywhere, its measured peak
     within its 24 KiB limit."""
-    from tests.fuzz_programs import check_program, make_program
+    from tests.corpora.fuzz_programs import check_program, make_program
 
     assert check_program(make_program(3557)) == []
 
@@ -181,7 +181,7 @@ def test_few_feature_distances_no_longer_overflow() -> None:
 def test_the_euclidean_bound_check_can_fail(monkeypatch) -> None:
     """The harness's bound is checked on the values, not assumed: a distance off by more than
     README's bound is not classified as documented."""
-    import tests.fuzz_programs as fp
+    import tests.corpora.fuzz_programs as fp
 
     x = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
     tr = gx.explore(lambda a: jnp.sum((a[:, None] - a[None]) ** 2, -1), x)
@@ -202,7 +202,7 @@ def test_a_near_tie_is_documented_and_a_real_difference_is_not() -> None:
     """argmin over values equal within float tolerance may pick either (seed 1092: tanh
     saturating to -1.0 in NumPy, one ulp above in XLA); a pick of a clearly larger value is a
     mismatch."""
-    from tests.fuzz_programs import near_ties
+    from tests.corpora.fuzz_programs import near_ties
 
     x = np.array([[0.5, -1.0, 2.0, -1.0 + 1e-7]], np.float32)
     tr = gx.explore(lambda x: jnp.argmin(x, axis=1), x)

@@ -11,8 +11,8 @@ import pytest
 import explorer as gx
 from explorer.ir import verify
 from explorer.passes.base import RulePass
-from tests.graphs import assert_tree_close
-from tests.zoo import zoo
+from tests.corpora.graphs import assert_tree_close
+from tests.corpora.zoo import zoo
 
 NAMES = ["gpt_block", "rnn_grad", "gp_likelihood"]
 

@@ -46,7 +46,7 @@ from explorer.backends import registry
 from explorer.backends.cpu import kernels as cpu
 from explorer.passes.split import InfeasibleMemoryLimit
 from tests.conftest import FULL_FUZZ
-from tests.fuzz_programs import make_program, rss_bytes
+from tests.corpora.fuzz_programs import make_program, rss_bytes
 
 PROGRAMS, WARM, CYCLES = 16, 4, 8
 BOUND = 16 * 2**20

@@ -2,7 +2,7 @@
 stays under the limit on the reference and CPU backends, and the planned peak (plus the
 interpreter's reserve) bounds it; the smallest feasible limit an error names works.
 
-Regression programs from the issue, then a random memory fuzz (tests/memory_programs.py):
+Regression programs from the issue, then a random memory fuzz (tests/corpora/memory_programs.py):
 programs whose naive temporaries are 10-100x the limit. `GAMBIT_FUZZ=full` runs more.
 """
 
@@ -20,7 +20,7 @@ import pytest
 import explorer as gx
 from explorer.analysis.memory import plan
 from explorer.passes.split import RESERVE, InfeasibleMemoryLimit
-from tests.memory_programs import random_program
+from tests.corpora.memory_programs import random_program
 
 BACKENDS = ("reference", "cpu")
 

@@ -21,8 +21,8 @@ from explorer.backends.reference import evaluate
 from explorer.ir import Graph, parse, verify
 from explorer.passes.base import PassReport
 from explorer.passes.pipeline import resolve, run_pipeline
+from tests.corpora.ir_programs import programs
 from tests.passes.semantic import assert_outputs_close, computed_tolerance, random_args
-from tests.programs import programs
 
 TOTAL = 10_000 if os.environ.get("GAMBIT_FUZZ") == "full" else 2_000
 TARGETS = [*gx.passes.names(), "default-pipeline"]

@@ -1,4 +1,4 @@
-"""Every zoo program (tests/zoo.py) explores through every pass, verifies and round-trips at
+"""Every zoo program (tests/corpora/zoo.py) explores through every pass, verifies and round-trips at
 every stage, and its final stage matches JAX on the reference, cpu and jax backends."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 import explorer as gx
 from explorer.ir import verify
-from tests.graphs import assert_tree_close
-from tests.zoo import zoo
+from tests.corpora.graphs import assert_tree_close
+from tests.corpora.zoo import zoo
 
 NAMES = sorted(zoo())
 BACKENDS = ("reference", "cpu", "jax")

@@ -22,7 +22,7 @@ from . import hlo_attrs as A
 from .hlo import Computation, HloModule, Instruction, Shape, parse_hlo
 from .hlo_names import sanitize
 from .hlo_ops import MAPPERS, TUPLE_OPCODES, Emitter, Reject, Scope
-from .jax import display_file  # a notebook cell's file reads In[N], as in traced graphs
+from .locations import display_file  # a notebook cell's file reads In[N], as in traced graphs
 
 __all__ = ["NodeIds", "from_hlo", "module_to_graph"]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir.graph import Attrs, Graph, Node, Source, TensorType, TupleType
 from ..ir.ops import OpError
-from .jax import Converter, TraceError, handles
+from .converter import Converter, TraceError, handles
 
 
 def _region(cv: Converter, op: str, ins: Sequence[int], attrs: dict[str, Any],

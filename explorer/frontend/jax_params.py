@@ -2,8 +2,10 @@
 the scatters (GatherDimensionNumbers, ScatterDimensionNumbers, GatherScatterMode become flat
 attributes, ir/ops/indexing.py) and the max-pooling gradients (`select_prim`, a primitive,
 becomes "ge" or "le", ir/ops/windows.py); and for two that need a little translation:
-`reshape` with `dimensions` (a transpose first) and `platform_index` (a constant). Registered
-with frontend/jax.py's `handles`.
+`reshape` with `dimensions` (a transpose first) and `platform_index` (a constant); and for
+params that change a result's type: `empty` (zeros), `mul` with `out_dtype` (converts first),
+`dot_general` with a `preferred_element_type` other than its operands'. Registered with
+frontend/converter.py's `handles`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import dtypes
 from ..ir.graph import Source
 from ..ir.ops import OpError
 from ..ir.ops.indexing import GATHER_DIMS, SCATTER_DIMS, mode_name
 from .arguments import is_key
-from .jax import Converter, handles
+from .converter import Converter, aval_type, handles
 
 
 def _flags(eqn: Any) -> dict[str, Any] | None:
@@ -113,3 +116,38 @@ def _linear_solve(cv: Converter, eqn: Any, ins: list[int], source: Source | None
     start = lengths.matvec + lengths.vecmat
     operands = [*ins[start:start + lengths.solve], *ins[sum(lengths):]]
     return cv.inline(jaxprs.solve, operands, source)
+
+
+# ---------------------------------------------------------------- params that change the type
+
+
+@handles("empty", "empty2")
+def _empty(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
+    """lax.empty (a buffer scans and linalg gradients fill later): zeros, as JAX lowers it."""
+    return [cv.constant(np.zeros(o.aval.shape, o.aval.dtype), source) for o in eqn.outvars]
+
+
+@handles("mul")
+def _mul_out_dtype(cv: Converter, eqn: Any, ins: list[int],
+                   source: Source | None) -> list[int] | None:
+    """lax.mul(x, y, out_dtype=T) as JAX lowers it: each operand converted to T, then
+    multiplied in T. Without out_dtype, the mul row."""
+    if eqn.params.get("out_dtype") is None:
+        return None
+    t = aval_type(eqn.outvars[0].aval).dtype  # out_dtype as JAX canonicalizes it (f64 -> f32)
+    ins = [i if cv.type_of(i).dtype == t
+           else cv.add("convert_element_type", [i], {"new_dtype": t}, source) for i in ins]
+    return [cv.add("mul", ins, {}, source)]
+
+
+@handles("dot_general")
+def _dot_general(cv: Converter, eqn: Any, ins: list[int],
+                 source: Source | None) -> list[int] | None:
+    """dot_general with its preferred_element_type where that changes the result's type
+    (bf16 operands accumulating in f32, int8 in i32); jnp.matmul names the operands' own
+    type, which is no attribute. A form the row does not compute exactly runs in JAX."""
+    attrs = {"dimension_numbers": cv.attr(eqn.params["dimension_numbers"])}
+    pet = eqn.params.get("preferred_element_type")
+    if pet is not None and dtypes.from_numpy(pet) != cv.type_of(ins[0]).dtype:
+        attrs["preferred_element_type"] = dtypes.from_numpy(pet)
+    return cv.row(eqn, "dot_general", ins, attrs, source)

@@ -1,7 +1,7 @@
 """Handlers for JAX's PRNG primitives and for shape ops on typed keys.
 
 A key is its key data (ir/ops/random.py): a `key<fry>[*S]` value is a u32[*S, 2] value here
-(frontend/jax.py `key_data_type`). So `random_wrap`, `random_unwrap` and `random_clone` are the
+(frontend/converter.py `aval_type`). So `random_wrap`, `random_unwrap` and `random_clone` are the
 identity; `random_seed/bits/split/fold_in` become their rows; and a shape op on typed keys
 (unpacking `k1, k2 = jax.random.split(k)` slices and squeezes a key array) becomes the same op
 on the key data, its attributes extended over the trailing key-data dimension. Keys of an
@@ -18,7 +18,7 @@ import numpy as np
 from ..ir.graph import Source, TensorType
 from ..ir.ops.random import KEY_WORDS
 from .arguments import is_key
-from .jax import Converter, handles
+from .converter import Converter, handles
 
 
 def _threefry(eqn: Any, impl: Any = None) -> bool:

@@ -16,8 +16,8 @@ from explorer.ir import Graph, GraphBuilder, TensorType
 from explorer.ir.ops import OPS
 from explorer.passes.fuse import Fuse
 from tests.backends.conftest import PROGRAMS, explore, kernels_of
+from tests.corpora.ir_programs import programs
 from tests.passes.semantic import assert_outputs_close, random_args
-from tests.programs import programs
 
 pytest.importorskip("numba", reason="the CPU backend needs numba")
 

@@ -586,7 +586,7 @@ def test_programs_lay_out_convolutions_ahead() -> None:
     """A CPU program calls each convolution of a CNN's gradient (forward, weight gradient,
     transposed input gradient) in the form laid out when the program was made, and gives
     the reference's results."""
-    from tests.zoo import zoo
+    from tests.corpora.zoo import zoo
 
     fn, args = zoo()["cnn_grad"]
     t = gx.explore(fn, *args)
@@ -851,7 +851,7 @@ def test_cholesky_and_triangular_solves_call_lapack_laid_out_ahead() -> None:
             solve(singular, tri)
     assert lapack.prepare_cholesky([TensorType((2, 6, 6), "f32")], Attrs({})) is None
     assert lapack.prepare_cholesky([TensorType((6, 6), "bf16")], Attrs({})) is None
-    from tests.zoo import zoo
+    from tests.corpora.zoo import zoo
 
     fn, args = zoo()["gp_grad"]
     t = gx.explore(fn, *args)

@@ -151,9 +151,9 @@ def test_wide_reductions_match_the_reference_on_gpu(name: str) -> None:
 
 
 @needs_gpu
-@pytest.mark.parametrize("name", list(__import__("tests.zoo", fromlist=["zoo"]).zoo()))
+@pytest.mark.parametrize("name", list(__import__("tests.corpora.zoo", fromlist=["zoo"]).zoo()))
 def test_the_zoo_runs_as_one_generated_program_on_gpu(name: str) -> None:
-    from tests.zoo import zoo
+    from tests.corpora.zoo import zoo
 
     fn, args = zoo()[name]
     t = gx.explore(fn, *args)

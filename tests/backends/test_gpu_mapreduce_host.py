@@ -18,7 +18,7 @@ from explorer.backends.reference import NumpyInterpreter
 from explorer.passes.split import InfeasibleMemoryLimit
 from tests.backends.cuda_host import HostCudaInterpreter, HostFusedBody, host_compiler, nvcc_ptx
 from tests.backends.test_mapreduce import masked_args, masked_logsumexp, masked_softmax
-from tests.memory_programs import random_program
+from tests.corpora.memory_programs import random_program
 from tests.test_memory_safe import ISSUE
 
 pytestmark = pytest.mark.skipif(host_compiler() is None, reason="no g++ to build the host kernels")

@@ -25,8 +25,8 @@ from explorer.backends.reference import NumpyInterpreter
 from explorer.ir import Node
 from explorer.ir.ops import OPS
 from tests.backends.cuda_host import build_module, host_call, host_compiler
+from tests.corpora.zoo import zoo
 from tests.passes.semantic import assert_outputs_close
-from tests.zoo import zoo
 
 pytestmark = pytest.mark.skipif(host_compiler() is None, reason="no g++ to build the host kernels")
 

@@ -13,8 +13,8 @@ from explorer.backends import reference, registry
 from explorer.ir import Graph
 from explorer.passes.fuse import Fuse
 from tests.backends.conftest import PROGRAMS, explore
+from tests.corpora.ir_programs import programs
 from tests.passes.semantic import assert_outputs_close, random_args
-from tests.programs import programs
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

@@ -1,8 +1,10 @@
-"""Shared pieces of the browser tests: where chromium is, its flags, and screenshots."""
+"""Shared pieces of the browser tests: where chromium is, its flags, and screenshots and logs
+kept as artifacts (written through a temporary name, then renamed into place)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,9 +17,21 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-sync"]
 
 
+def keep(name: str, write: Callable[[Path], object]) -> Path:
+    """Keep an artifact: `write(tmp)` writes it under a temporary name beside it, which is then
+    renamed into place, so that no reader (nor another pytest worker keeping the same name)
+    meets a half-written file."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def shot(page, name: str) -> Path:  # type: ignore[no-untyped-def]
     """Keep a screenshot as a test artifact."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=False)
-    return path
+    return keep(f"{name}.png", lambda tmp: page.screenshot(path=str(tmp), full_page=False))

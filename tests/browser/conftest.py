@@ -23,9 +23,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from browserkit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, HERE, ROOT  # noqa: E402
+from tests.browser.browserkit import CHROMIUM, CHROMIUM_ARGS, HERE, ROOT, keep
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -158,8 +156,7 @@ def _server(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[Lab]
     finally:
         stop(proc)
         log.close()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(base / "lab.log", ARTIFACTS / f"{app}.log")
+        keep(f"{app}.log", lambda tmp: shutil.copy(base / "lab.log", tmp))
 
 
 class Marimo:
@@ -214,5 +211,4 @@ def _marimo(tmp_path_factory: pytest.TempPathFactory, mode: str) -> Iterator[Mar
         except ProcessLookupError:
             pass
         log.close()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(base / "marimo.log", ARTIFACTS / f"marimo-{mode}.log")
+        keep(f"marimo-{mode}.log", lambda tmp: shutil.copy(base / "marimo.log", tmp))

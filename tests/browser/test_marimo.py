@@ -13,10 +13,10 @@ from __future__ import annotations
 import ast
 
 import pytest
-from browserkit import HERE, shot
-from test_notebook import check_stage
 
 import explorer as gx
+from tests.browser.browserkit import HERE, shot
+from tests.browser.test_notebook import check_stage
 
 # with the Jupyter tests, on one xdist worker one after another (make test: --dist
 # loadgroup): a server, its kernel and a browser at a time on 2 cores

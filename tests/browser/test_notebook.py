@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from browserkit import HERE, shot
 
 import explorer as gx
 from explorer.view.payload import stage_summaries, stage_view
+from tests.browser.browserkit import HERE, shot
 
 # one xdist worker runs them one after another (make test: --dist loadgroup): two Jupyter
 # servers, kernels and browsers at once on 2 cores starved the kernels past the timeouts
@@ -328,8 +327,7 @@ def where_the_time_goes(page, root, trace: gx.Trace) -> None:  # type: ignore[no
 
 
 def test_exported_page_works_offline(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(HERE.parent / "view"))
-    import viewdata  # the view tests' program: a hostile comment and function name
+    from tests.view import viewdata  # the view tests' program: a hostile comment and function name
 
     trace = viewdata.toy_trace()
     path = tmp_path / "offline.html"

@@ -4,12 +4,12 @@ kernel-less copy shows the trace: the step-through view when trusted, else the s
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from browserkit import HERE, shot
+
+from tests.browser.browserkit import shot
 
 # one xdist worker runs them one after another (make test: --dist loadgroup): two Jupyter
 # servers, kernels and browsers at once on 2 cores starved the kernels past the timeouts
@@ -50,8 +50,7 @@ def _saved_notebook(path: Path) -> None:
     model gone with the kernel) and the kernel-less copy beside it."""
     import IPython.display
 
-    sys.path.insert(0, str(HERE.parent / "view"))
-    import viewdata
+    from tests.view import viewdata
 
     shown: list = []
     real = IPython.display.display
@@ -101,11 +100,10 @@ def test_a_saved_notebook_shows_the_trace_without_its_kernel(lab, page) -> None:
 def test_a_model_opens_group_by_group_in_jupyterlab(lab, page) -> None:  # type: ignore[no-untyped-def]
     """The zoo's GPT-block gradient: the first view is its top-level groups; a click opens
     one (the kernel redraws), a click on its frame closes it; the loading state clears."""
-    tests = Path(__file__).resolve().parents[1]
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {
         "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
     nb.cells = [nbformat.v4.new_code_cell(
-        f"import sys\nsys.path.insert(0, {str(tests)!r})\nfrom zoo import zoo\n"
+        "from tests.corpora.zoo import zoo\n"  # the lab runs with the repository on PYTHONPATH
         "import explorer as gx\nfn, args = zoo()['gpt_grad']\ngx.explore(fn, *args).widget()")]
     nbformat.write(nb, Path(lab.root) / "gpt.ipynb")
     page.goto(lab.notebook_url("gpt.ipynb"))

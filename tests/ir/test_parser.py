@@ -8,7 +8,7 @@ import pytest
 import explorer as gx
 from explorer.frontend.jax import trace
 from explorer.ir import GraphBuilder, Literal, ParseError, TensorType, parse, verify
-from tests.graphs import ALL
+from tests.corpora.graphs import ALL
 
 
 @pytest.mark.parametrize("name", sorted(ALL))

@@ -19,7 +19,7 @@ import pytest
 import explorer as gx
 from explorer.ir import GraphBuilder, TensorType
 from explorer.measure.reproducer import ReproducerError, bind_opaque, compare, kernels, reproducer
-from tests.zoo import zoo
+from tests.corpora.zoo import zoo
 
 ROOT = Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(3)

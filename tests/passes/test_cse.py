@@ -7,7 +7,7 @@ import pytest
 from explorer.frontend.jax import trace
 from explorer.passes.cse import CSE
 from explorer.passes.dce import DCE
-from tests.graphs import ALL
+from tests.corpora.graphs import ALL
 from tests.passes.semantic import check_semantics
 
 

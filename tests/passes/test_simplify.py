@@ -9,7 +9,7 @@ import pytest
 from explorer.frontend.jax import trace
 from explorer.ir import GraphBuilder, TensorType
 from explorer.passes.simplify import Simplify
-from tests.graphs import ALL
+from tests.corpora.graphs import ALL
 from tests.passes.semantic import check_semantics
 
 

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import viewdata  # noqa: E402
-
-import explorer as gx  # noqa: E402
+import explorer as gx
+from tests.view import viewdata
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,8 @@
 import json
 import re
 
-from viewdata import HOSTILE
-
 from explorer.view.export import export_data, pack, page_data, share_svgs, unpack
+from tests.view.viewdata import HOSTILE
 
 
 def test_writes_one_standalone_page(toy_trace, tmp_path):

@@ -4,13 +4,10 @@ regions whose bodies open, opaque nodes marked, rewrites in bodies located (issu
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
-from test_render import classes, with_class
 
 import explorer as gx
 from explorer.analysis.cost import node_bytes, node_flops
@@ -18,9 +15,8 @@ from explorer.view.collapse import BUDGET, Group, hierarchy, plan_layout, region
 from explorer.view.payload import reveal_for, stage_view
 from explorer.view.render import render
 from explorer.view.widget import TraceWidget
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from zoo import zoo  # noqa: E402
+from tests.corpora.zoo import zoo
+from tests.view.test_render import classes, with_class
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@
 and survives into an exported page; reproducer scripts are sent to the front end to save."""
 
 import pytest
-from test_schema import synced
 
 import explorer as gx
 from explorer.measure.latest import latest
@@ -23,6 +22,7 @@ from explorer.view.schema import (
     problems,
 )
 from explorer.view.widget import profile_default
+from tests.view.test_schema import synced
 
 
 @pytest.fixture(autouse=True)

@@ -1,13 +1,13 @@
 import xml.etree.ElementTree as ET
 
 import numpy as np
-from viewdata import HOSTILE
 
 from explorer.ir.builder import GraphBuilder
 from explorer.ir.graph import Source, TensorType
 from explorer.view.collapse import count_nodes, hierarchy, plan_layout
 from explorer.view.render import node_label, render, render_diff
 from explorer.view.search import match_nodes, matches, node_words
+from tests.view.viewdata import HOSTILE
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -1,9 +1,8 @@
 """The widget through its traits: what Python sends for each stage, and the choices it takes."""
 
-from viewdata import PROGRAM_LINE
-
 from explorer.view.schema import KernelRow, problems
 from explorer.view.widget import TraceWidget
+from tests.view.viewdata import PROGRAM_LINE
 
 
 def test_starts_on_the_traced_program(toy_trace):

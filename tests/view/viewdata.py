@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from toypasses import all_toy_passes
 
 import explorer as gx
+from tests.view.toypasses import all_toy_passes
 
 HOSTILE = "</script><script>window.pwned=1</script>"
 

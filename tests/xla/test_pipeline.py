@@ -13,8 +13,8 @@ import pytest
 
 import explorer as gx
 from explorer.xla.pipeline import XlaCompilation, compile_with_dumps, trace_of
-from tests.graphs import SEEDS
-from tests.hlo.helpers import all_nodes, check_imported, leaves_close, opaque_opcodes
+from tests.corpora.graphs import SEEDS
+from tests.frontend.hlo.helpers import all_nodes, check_imported, leaves_close, opaque_opcodes
 
 # (A@B)@v, the naive Euclidean distance, reduce_sum(x+y*z), mean(x**2*3+y), gemm2.
 EXAMPLES = ["matrix_chain", "euclidean_naive", "sum_xyz", "mean_square", "gemm2"]

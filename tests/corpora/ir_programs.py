@@ -4,7 +4,8 @@ Programs mix elementwise ops, broadcasts, reductions, reshapes, transposes, conv
 dot products over f32, f64 and i32 values of small shapes, size-1 and empty dimensions
 included; and they plant the motifs our passes look for (identities, x**2, double negation,
 constant expressions, duplicate ops, matrix chains, broadcast-multiply-reduce, the naive
-Euclidean distance), so every pass gets something to do. `programs()` draws a Graph.
+Euclidean distance), so every pass gets something to do. `programs()` draws a Graph: the
+property tests (test_properties.py), the fuse pass's and the backends' random-program tests.
 """
 
 from __future__ import annotations

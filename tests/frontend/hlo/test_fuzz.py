@@ -8,61 +8,17 @@ The normal run tries a few thousand cases; GAMBIT_FUZZ=full (`make fuzz`) tries 
 from __future__ import annotations
 
 import os
-import random
-import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 import explorer as gx
-from tests.hlo.helpers import check_imported, data_files
+from tests.corpora.hlo_mutations import mutated_dumps
+from tests.frontend.hlo.helpers import check_imported, data_files
 
 CASES = 100_000 if os.environ.get("GAMBIT_FUZZ") == "full" else 3_000
 SECONDS_PER_CASE = 5.0
-_PIECES = re.compile(r"\s+|%?[\w.\-]+|\"[^\"\n]*\"|.", re.DOTALL)
-_NOISE = ["{", "}", "(", ")", "[", "]", ",", "=", "%", "ROOT", "ENTRY", "->", "\"", "/*", ":",
-          "f32[", "(f32[], s32[])", "tuple(", "fusion(", "calls=%", "\x00", "\u00e9", "\n", "-1",
-          "99999999999999999999", "{...}", "parameter(", "dimensions={", "to_apply="]
-
-
-def _tokens(text: str) -> list[str]:
-    return _PIECES.findall(text)
-
-
-def _mutate(rng: random.Random, toks: list[str]) -> str:
-    toks = list(toks)
-    for _ in range(rng.choice((1, 1, 1, 2, 3, 8))):
-        kind = rng.randrange(7)
-        i = rng.randrange(len(toks)) if toks else 0
-        if not toks:
-            toks = [rng.choice(_NOISE)]
-        elif kind == 0:
-            del toks[i]
-        elif kind == 1:
-            toks.insert(i, toks[i])
-        elif kind == 2:
-            j = rng.randrange(len(toks))
-            toks[i], toks[j] = toks[j], toks[i]
-        elif kind == 3:
-            toks = toks[:i]
-        elif kind == 4:
-            toks.insert(i, rng.choice(_NOISE))
-        elif kind == 5:
-            toks.insert(i, "".join(chr(rng.randrange(256)) for _ in range(rng.randrange(1, 6))))
-        else:
-            j = rng.randrange(len(toks))
-            toks[i] = toks[j]
-    return "".join(toks)
-
-
-def _cases(n: int, seed: int = 8) -> Iterator[str]:
-    corpus = [_tokens(p.read_text()) for p in data_files()]
-    rng = random.Random(seed)
-    for _ in range(n):
-        yield _mutate(rng, rng.choice(corpus))
-
-
 class _Hang(Exception):
     pass
 
@@ -92,7 +48,7 @@ def _import(text: str) -> None:
 @pytest.mark.fuzz
 def test_mutated_dumps_raise_only_parse_error() -> None:
     imported = 0
-    for k, text in enumerate(_cases(CASES)):
+    for k, text in enumerate(mutated_dumps(CASES)):
         try:
             _with_deadline(SECONDS_PER_CASE, lambda text=text: _import(text))
         except _Hang:
@@ -106,7 +62,7 @@ def test_mutated_dumps_raise_only_parse_error() -> None:
 def test_mutations_do_mutate() -> None:
     """The fuzzer's own check: most cases differ from every corpus file, and some import."""
     originals = {p.read_text() for p in data_files()}
-    cases = list(_cases(200, seed=1))
+    cases = list(mutated_dumps(200, seed=1))
     assert sum(c not in originals for c in cases) > 150
     ok = 0
     for c in cases:

@@ -11,7 +11,7 @@ from explorer.backends import reference
 from explorer.frontend import hlo_attrs as A
 from explorer.frontend.hlo import parse_hlo
 from explorer.ir import TensorType, TupleType
-from tests.hlo.helpers import DATA, check_imported, opaque_opcodes
+from tests.frontend.hlo.helpers import DATA, check_imported, opaque_opcodes
 
 
 def module(entry: str, *others: str) -> str:

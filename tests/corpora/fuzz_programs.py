@@ -23,7 +23,7 @@ A mismatch or crash is a `Finding` whose `report()` is a self-contained reproduc
 runs a batch and returns a `Summary`, whose line says programs, mismatches by backend, crashes
 and peak RSS (at the start and the end). tests/test_differential.py runs a few hundred
 programs in each mode; `make fuzz` (GAMBIT_FUZZ=full) 10,000 in each. By hand:
-`python -m tests.fuzz_programs 10000 [first_seed] [--x64]`.
+`python -m tests.corpora.fuzz_programs 10000 [first_seed] [--x64]`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from explorer.ir.graph import Attrs, Node, TensorType
 from explorer.measure.closeness import TOLERANCE
 from explorer.passes.pipeline import resolve, run_pipeline
 from explorer.passes.split import InfeasibleMemoryLimit
+from tests.corpora.hlo_mutations import mutated_dumps
 
 I32 = np.iinfo(np.int32)
 I64 = np.iinfo(np.int64)
@@ -809,12 +810,6 @@ class Summary:
         return "\n".join(parts)
 
 
-def hlo_cases(n: int, seed: int = 8) -> Iterable[str]:
-    from tests.hlo.test_fuzz import _cases
-
-    return _cases(n, seed)
-
-
 # JAX eager keeps one executable per primitive and shape in caches of its own (3 to 7 MiB a
 # random program); the harness, the only eager caller here, empties them this often.
 CLEAR_JAX_EVERY = 20
@@ -836,8 +831,8 @@ def fuzz(programs: int, first_seed: int = 0, hlo: int = 0, every_stage: bool = F
                 jax.clear_caches()
             if progress:
                 progress(k, s)
-        for k, text in enumerate(hlo_cases(hlo, seed=first_seed + 8)):
-            s.findings += check_hlo(text, name=f"case {k} of hlo_cases({hlo}, "
+        for k, text in enumerate(mutated_dumps(hlo, seed=first_seed + 8)):
+            s.findings += check_hlo(text, name=f"case {k} of mutated_dumps({hlo}, "
                                                f"seed={first_seed + 8})")
             s.hlo_cases += 1
             if (k + 1) % (5 * CLEAR_JAX_EVERY) == 0:

@@ -16,8 +16,8 @@ import explorer as gx
 from explorer.frontend.jax import trace
 from explorer.ir import Graph, parse, verify
 from explorer.passes.fuse import Fuse
+from tests.corpora.ir_programs import programs
 from tests.passes.semantic import check_semantics
-from tests.programs import programs
 
 
 def _graph(fn: Callable[..., Any], *shapes: tuple[int, ...]) -> Graph:

@@ -9,8 +9,8 @@ import pytest
 
 import explorer as gx
 from explorer.backends import reference
-from tests.graphs import ALL, MODELS
-from tests.hlo.helpers import (
+from tests.corpora.graphs import ALL, MODELS
+from tests.frontend.hlo.helpers import (
     DATA,
     all_nodes,
     check_imported,
