@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..ir import dtypes
-from ..ir.control_ops import bodies
 from ..ir.graph import Graph, Node, TensorType
+from ..ir.ops.regions import bodies
 
 
 def normal_scale(shape: tuple[int, ...]) -> float:

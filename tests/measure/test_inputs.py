@@ -11,7 +11,7 @@ import pytest
 
 import explorer as gx
 from explorer.measure.inputs import input_ranges, random_inputs, rms
-from tests.zoo import zoo
+from tests.corpora.zoo import zoo
 
 
 @cache

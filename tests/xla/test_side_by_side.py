@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import explorer as gx
-from tests.graphs import SEEDS
+from tests.corpora.graphs import SEEDS
 
 
 def test_compare_with_xla() -> None:
