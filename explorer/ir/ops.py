@@ -386,7 +386,7 @@ def _integer_pow_expr(a: list[str], n: Any) -> str:
 
 
 def _numba_round(a: list[str], n: Any) -> str:
-    return f"np.rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"_round_away({a[0]})"
+    return f"np.rint({a[0]})" if n.attrs.get("rounding_method", 0) else f"round_away({a[0]})"
 
 
 def _c_round(a: list[str], n: Any) -> str:
@@ -401,7 +401,7 @@ def _f32_or(f32_form: str, other: str) -> Any:
 
 
 # numba: float32 exp and tanh through vectorizable helpers (XLA's own tanh approximation)
-_unary("exp", np.exp, 4, hlo="exponential", cuda="exp", numba=_f32_or("_exp32({0})", "np.exp({0})"))
+_unary("exp", np.exp, 4, hlo="exponential", cuda="exp", numba=_f32_or("exp32({0})", "np.exp({0})"))
 _math("exp2", np.exp2)
 _math("log", np.log, sample=_unary_sample(low=0.1, high=3.0), hlo="log")
 _math("log1p", np.log1p, sample=_unary_sample(low=-0.5, high=3.0), hlo="log-plus-one")
@@ -425,12 +425,12 @@ _math("cosh", np.cosh)
 _math("asinh", np.arcsinh, np_name="arcsinh")
 _math("acosh", np.arccosh, np_name="arccosh", sample=_unary_sample(low=1.1, high=3.0))
 _math("atanh", np.arctanh, np_name="arctanh", sample=_unary_sample(low=-0.9, high=0.9))
-_unary("tanh", np.tanh, 4, hlo="tanh", cuda="tanh", numba=_f32_or("_tanh32({0})", "np.tanh({0})"))
+_unary("tanh", np.tanh, 4, hlo="tanh", cuda="tanh", numba=_f32_or("tanh32({0})", "np.tanh({0})"))
 _unary("logistic", sp.expit, 4, cuda="(1 / (1 + exp(-{0})))", hlo="logistic",
-       numba=_f32_or("(1 / (1 + _exp32(-{0})))", "(1 / (1 + np.exp(-{0})))"))
+       numba=_f32_or("(1 / (1 + exp32(-{0})))", "(1 / (1 + np.exp(-{0})))"))
 _unary("erf", sp.erf, 8, numba="math.erf", cuda="erf", hlo="erf")
 _unary("erfc", sp.erfc, 8, numba="math.erfc", cuda="erfc")
-_unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba="_erfinv",
+_unary("erf_inv", sp.erfinv, 8, sample=_unary_sample(low=-0.9, high=0.9), numba="erfinv",
        cuda="erfinv")
 _unary("lgamma", _lgamma, 8, sample=_unary_sample(low=0.1, high=3.0), numba="math.lgamma",
        cuda="lgamma")
@@ -458,11 +458,11 @@ _binary("add", np.add, expr="({0} + {1})", hlo="add")
 _binary("add_any", np.add, lax_name="add", expr="({0} + {1})")
 _binary("sub", np.subtract, expr="({0} - {1})", hlo="subtract")
 _binary("mul", np.multiply, expr="({0} * {1})", hlo="multiply")
-_binary("div", _int_div, sample=_nonzero_sample("f32"), expr=by_dtype("_idiv({0}, {1})", "({0} / {1})"),
+_binary("div", _int_div, sample=_nonzero_sample("f32"), expr=by_dtype("idiv({0}, {1})", "({0} / {1})"),
         hlo="divide", program=lambda x, ts, out, a: (  # (programs run with errors ignored)
             f"({x[0]} / {x[1]})" if _is_float(out.dtype) else None))
-_binary("rem", _rem, sample=_nonzero_sample("i32"), numba=by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
-        cuda=by_dtype("_irem({0}, {1})", "fmod({0}, {1})"), hlo="remainder")
+_binary("rem", _rem, sample=_nonzero_sample("i32"), numba=by_dtype("irem({0}, {1})", "np.fmod({0}, {1})"),
+        cuda=by_dtype("irem({0}, {1})", "fmod({0}, {1})"), hlo="remainder")
 def _pow_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
     """lax.pow: a float base to a float exponent of its type, or to any integer exponent (an
     optax step count)."""
@@ -490,8 +490,8 @@ def _pow_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
 
 pointwise("pow", 2, (), _pow_infer, _pow_ref, per_element_flops(8), _lax("pow"), _pow_sample,
           numba="np.power", cuda="pow", hlo="power")
-_binary("max", np.maximum, expr="_max", hlo="maximum")
-_binary("min", np.minimum, expr="_min", hlo="minimum")
+_binary("max", np.maximum, expr="maximum", hlo="maximum")
+_binary("min", np.minimum, expr="minimum", hlo="minimum")
 _binary("atan2", np.arctan2, 8, require=_is_float, what="floating-point", numba="np.arctan2",
         cuda="atan2", hlo="atan2")
 _binary("nextafter", np.nextafter, require=_is_float, what="floating-point", numba=FALLS_BACK,
@@ -573,7 +573,7 @@ def _clamp_infer(ts: Sequence[TensorType], attrs: Attrs) -> TensorType:
 pointwise("clamp", 3, (), _clamp_infer, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
           per_element_flops(2), _lax("clamp"),
           lambda rng: ([np.float32(-0.5), sample_array(rng, (3, 4)), np.float32(0.7)], {}),
-          expr="_min(_max({1}, {0}), {2})", hlo="clamp")
+          expr="minimum(maximum({1}, {0}), {2})", hlo="clamp")
 
 
 def _convert_ref(x: np.ndarray, new_dtype: str) -> np.ndarray:
@@ -620,8 +620,8 @@ def _numba_convert(a: list[str], n: Any) -> str:
         return f"({a[0]} != 0)"
     if not dtypes.is_int(new):
         return a[0]
-    info = dtypes.iinfo(new)  # _to_int saturates a float at these, wraps an int
-    return f"_to_int({a[0]}, {info.min}, {info.max}, np.{dtypes.to_numpy(new).name})"
+    info = dtypes.iinfo(new)  # to_int saturates a float at these, wraps an int
+    return f"to_int({a[0]}, {info.min}, {info.max}, np.{dtypes.to_numpy(new).name})"
 
 
 def _c_convert(a: list[str], n: Any) -> str:
@@ -629,7 +629,7 @@ def _c_convert(a: list[str], n: Any) -> str:
     if new == "pred":
         return f"({a[0]} != 0)"
     c = dtypes.C_TYPES.get(new, new)  # the CUDA generator rejects a type it lacks itself
-    return f"_to_int<{c}>({a[0]})" if dtypes.is_int(new) else f"(({c}){a[0]})"
+    return f"to_int<{c}>({a[0]})" if dtypes.is_int(new) else f"(({c}){a[0]})"
 
 
 pointwise("convert_element_type", 1, ("new_dtype",),

@@ -406,5 +406,5 @@ pointwise("bitcast_convert_type", 1, ("new_dtype",), _bitcast_infer,
           # np.asarray, not ascontiguousarray, which makes a 0-d array 1-d
           lambda x, new_dtype: np.asarray(x, order="C").view(dtypes.to_numpy(new_dtype)),
           lambda ins, out, a: 0, _jax_bitcast, _bitcast_sample,
-          numba=lambda a, n: f"_bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
+          numba=lambda a, n: f"bitcast({a[0]}, np.{dtypes.to_numpy(n.attrs['new_dtype']).name})",
           cuda=FALLS_BACK)

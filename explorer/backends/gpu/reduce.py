@@ -35,18 +35,10 @@ from typing import Any
 
 from ...ir import dtypes
 from ...ir.graph import Graph, Node
-from ..kernel_plan import Access, KernelPlan, RowPlan, accumulation, row_access
-from .codegen import (
-    PREAMBLE,
-    GpuKernelCode,
-    _expr,
-    c_type,
-    identity,
-    literal,
-    map_function,
-    post_function,
-    then_kernel,
-)
+from ..codegen.dialect import COMBINE
+from ..codegen.kernel_plan import Access, KernelPlan, RowPlan, accumulation, row_access
+from .codegen import GpuKernelCode, map_function, post_function, then_kernel
+from .cuda_dialect import CUDA, PREAMBLE, c_type
 
 THREADS = 256  # threads per block (a multiple of the warp's 32)
 MAX_BLOCKS = 1024  # blocks of a grid reduction's first stage, over all results
@@ -59,8 +51,7 @@ MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension (results beyond it: g
 BLOCK_REDUCE = "".join(
     f"struct _op_{k} {{ template <typename T> __device__ T operator()(T a, T b) const "
     f"{{ return {e}; }} }};\n"
-    for k, e in (("add", "a + b"), ("mul", "a * b"), ("max", "_max(a, b)"), ("min", "_min(a, b)"),
-                 ("and", "a & b"), ("or", "a | b"))) + """\
+    for k, e in ((k, e.format("a", "b")) for k, e in COMBINE.items())) + """\
 template <typename T, typename Op> __device__ T _warp_reduce(T v, Op op) {
   for (int d = 16; d > 0; d >>= 1) v = op(v, (T)__shfl_down_sync(0xffffffffu, v, d));
   return v;
@@ -177,7 +168,7 @@ def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
     results, size = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in reduced)
     parts = blocks_per_result(results, size)
     kind, acc = accumulation(red)
-    at, ident = c_type(acc), identity(kind, acc)
+    at, ident = c_type(acc), CUDA.identity(kind, acc)
     func, pro = map_function(plan, name)
     post = post_function(plan, name)
     then = None if post is not None else then_kernel(plan, name)
@@ -230,7 +221,7 @@ def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
     for n in body.nodes:
         c_type(n.dtype)
         if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in folds:
-            _expr(body, n)
+            CUDA.scalar_form(body, n)
     lines: list[str] = []
 
     def w(line: str, depth: int) -> None:
@@ -258,11 +249,12 @@ def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
                                    and body[n.inputs[0]].op == "parameter"):
             return
         if n.op == "constant":
-            w(f"const {t} v{n.id} = {literal(n)};", depth)
+            w(f"const {t} v{n.id} = {CUDA.constant(n)};", depth)
         elif n.op == "broadcast_in_dim":
             w(f"const {t} v{n.id} = v{n.inputs[0]};", depth)
         else:
-            w(f"const {t} v{n.id} = ({t})({_expr(body, n)([value(i) for i in n.inputs], n)});", depth)
+            expr = CUDA.scalar_form(body, n)([value(i) for i in n.inputs], n)
+            w(f"const {t} v{n.id} = ({t})({expr});", depth)
 
     cone = plan.cone
 
@@ -294,14 +286,14 @@ def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
     for this_pass in plan.passes:
         accs = [(r, *accumulation(r)) for r in this_pass]
         for r, kind, acc in accs:
-            w(f"{c_type(acc)} a{r.id} = {identity(kind, acc)};", 2)
+            w(f"{c_type(acc)} a{r.id} = {CUDA.identity(kind, acc)};", 2)
         columns(cone([r.inputs[0] for r in this_pass]), 2)
         for r, kind, acc in accs:
             w(f"a{r.id} = _op_{kind}()(a{r.id}, ({c_type(acc)}){value(r.inputs[0])});", 3)
         w("}", 2)
         for r, kind, acc in accs:
             w(f"a{r.id} = _block_reduce(a{r.id}, _op_{kind}(), "
-              f"({c_type(acc)}){identity(kind, acc)});", 2)
+              f"({c_type(acc)}){CUDA.identity(kind, acc)});", 2)
             w(f"const {c_type(r.dtype)} v{r.id} = ({c_type(r.dtype)})a{r.id};", 2)
             done.add(r.id)
         row_values(2)

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import dtypes
-from ..ir.builder import GraphBuilder
-from ..ir.graph import Attrs, Graph, Node, TensorType
-from ..ir.ops import OPS, dot_dims
-from ..ir.traits import OpKind
+from ...ir import dtypes
+from ...ir.builder import GraphBuilder
+from ...ir.graph import Attrs, Graph, Node, TensorType
+from ...ir.ops import OPS, dot_dims
+from ...ir.traits import OpKind
 from .kernel_plan import PlanError
 
 MAX_FEATURES = 16  # columns of V (accumulators per row) and of a dot's contraction
@@ -304,7 +304,7 @@ def fused_body_peak(body: Graph, generate: Callable[[MapReducePlan, str], object
     bound, summed), or None when the body does not have the form or `generate`, the
     backend's kernel writer, refuses it. The CPU and GPU backends declare this to the
     planner as their `loop_body`: their chunks hold no [I, J] value, so they can be larger."""
-    from ..analysis.memory import plan
+    from ...analysis.memory import plan
 
     try:
         p = plan_mapreduce(body)

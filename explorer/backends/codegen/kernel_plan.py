@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..ir import dtypes
-from ..ir.graph import Attrs, Graph, Node, TensorType
-from ..ir.ops import OPS
-from ..ir.traits import Fuse
+from ...ir import dtypes
+from ...ir.graph import Attrs, Graph, Node, TensorType
+from ...ir.ops import OPS
+from ...ir.traits import Fuse
 
 
 class PlanError(ValueError):
