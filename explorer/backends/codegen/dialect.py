@@ -83,10 +83,6 @@ class Dialect:
         """exp of a double."""
         raise NotImplementedError
 
-    def select(self, cond: str, a: str, b: str) -> str:
-        """`a` where `cond`, else `b`."""
-        raise NotImplementedError
-
     def index(self, array: str, index: Sequence[str], shape: Sequence[int]) -> str:
         """Element `index` of C-contiguous `array` of `shape` ("0" for a size-1 dimension)."""
         raise NotImplementedError
@@ -95,52 +91,63 @@ class Dialect:
         """The size of `array`'s dimension `axis` (which is `size` here)."""
         return str(size)
 
-    # ---- statements
+    # ---- statements: templates a dialect sets ({0}, {1}, ...: the parts)
+    DEFINE = ""  # a value defined once: {0} name, {1} type name, {2} value
+    DECLARE = ""  # a variable later statements assign, as DEFINE
+    ASSIGN = ""  # {0} = {1}
+    FOR = ""  # {0} variable, {1} start, {2} stop, {3} step
+    IF = ELIF = WHILE = ""  # {0} condition
+    ELSE = BREAK = TRUE = ""
+    END: str | None = None  # the line closing a block (None where indentation closes it)
+    NOT = AND = OR = ""  # {0} operand; the operator between operands
+    SELECT = ""  # {1} where {0}, else {2}
+
     def define(self, name: str, d: str, expr: str) -> str:
-        """A value defined once: `name` of element type `d` is `expr`."""
-        raise NotImplementedError
+        return self.DEFINE.format(name, self.type_name(d), expr)
 
     def declare(self, name: str, d: str, expr: str) -> str:
-        """A variable that later statements assign, starting at `expr`."""
-        raise NotImplementedError
+        return self.DECLARE.format(name, self.type_name(d), expr)
 
     def assign(self, name: str, expr: str) -> str:
-        raise NotImplementedError
+        return self.ASSIGN.format(name, expr)
 
     def for_range(self, var: str, start: str, stop: str, step: str = "1") -> str:
         """The header of a loop of `var` from `start` up to `stop`."""
-        raise NotImplementedError
+        return self.FOR.format(var, start, stop, step)
 
     def if_(self, cond: str) -> str:
-        raise NotImplementedError
+        return self.IF.format(cond)
 
     def elif_(self, cond: str) -> str:
-        raise NotImplementedError
+        return self.ELIF.format(cond)
 
     def else_(self) -> str:
-        raise NotImplementedError
+        return self.ELSE
 
     def while_(self, cond: str) -> str:
-        raise NotImplementedError
+        return self.WHILE.format(cond)
 
     def end(self) -> str | None:
-        """The line closing a block (None where indentation closes it)."""
-        return None
+        return self.END
 
     def brk(self) -> str:
-        raise NotImplementedError
+        return self.BREAK
 
     def true(self) -> str:
-        raise NotImplementedError
+        return self.TRUE
 
     def not_(self, x: str) -> str:
-        raise NotImplementedError
+        return self.NOT.format(x)
 
     def and_(self, *xs: str) -> str:
-        raise NotImplementedError
+        return self.AND.join(xs)
 
     def or_(self, *xs: str) -> str:
-        raise NotImplementedError
+        return self.OR.join(xs)
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        """`a` where `cond`, else `b`."""
+        return self.SELECT.format(cond, a, b)
 
 
 class Block:

@@ -88,8 +88,6 @@ class NumbaDialect(Dialect):
     def exp64(self, x: str) -> str:
         return f"math.exp({x})"
 
-    def select(self, cond: str, a: str, b: str) -> str:
-        return f"{a} if {cond} else {b}"
 
     def index(self, array: str, index: Sequence[str], shape: Sequence[int]) -> str:
         return f"{array}[{', '.join(index) or '0'}]"
@@ -97,45 +95,15 @@ class NumbaDialect(Dialect):
     def extent(self, array: str, axis: int, size: int) -> str:
         return f"{array}.shape[{axis}]"
 
-    def define(self, name: str, d: str, expr: str) -> str:
-        return f"{name} = {expr}"
-
-    declare = define
-
-    def assign(self, name: str, expr: str) -> str:
-        return f"{name} = {expr}"
+    DEFINE = DECLARE = "{0} = {2}"
+    ASSIGN = "{0} = {1}"
+    IF, ELIF, ELSE, WHILE, BREAK = "if {0}:", "elif {0}:", "else:", "while {0}:", "break"
+    TRUE, NOT, AND, OR, SELECT = "True", "not {0}", " and ", " or ", "{1} if {0} else {2}"
 
     def for_range(self, var: str, start: str, stop: str, step: str = "1") -> str:
         bounds = stop if start == "0" and step == "1" else \
             f"{start}, {stop}" if step == "1" else f"{start}, {stop}, {step}"
         return f"for {var} in range({bounds}):"
-
-    def if_(self, cond: str) -> str:
-        return f"if {cond}:"
-
-    def elif_(self, cond: str) -> str:
-        return f"elif {cond}:"
-
-    def else_(self) -> str:
-        return "else:"
-
-    def while_(self, cond: str) -> str:
-        return f"while {cond}:"
-
-    def brk(self) -> str:
-        return "break"
-
-    def true(self) -> str:
-        return "True"
-
-    def not_(self, x: str) -> str:
-        return f"not {x}"
-
-    def and_(self, *xs: str) -> str:
-        return " and ".join(xs)
-
-    def or_(self, *xs: str) -> str:
-        return " or ".join(xs)
 
 
 NUMBA = NumbaDialect()

@@ -90,56 +90,19 @@ class CudaDialect(Dialect):
     def exp64(self, x: str) -> str:
         return f"exp({x})"
 
-    def select(self, cond: str, a: str, b: str) -> str:
-        return f"{cond} ? {a} : {b}"
 
     def index(self, array: str, index: Sequence[str], shape: Sequence[int]) -> str:
         terms = [v if math.prod(shape[k + 1:]) == 1 else f"{v} * {math.prod(shape[k + 1:])}"
                  for k, v in enumerate(index) if v != "0"]
         return f"{array}[{' + '.join(terms) or '0'}]"
 
-    def define(self, name: str, d: str, expr: str) -> str:
-        return f"const {c_type(d)} {name} = {expr};"
-
-    def declare(self, name: str, d: str, expr: str) -> str:
-        return f"{c_type(d)} {name} = {expr};"
-
-    def assign(self, name: str, expr: str) -> str:
-        return f"{name} = {expr};"
+    DEFINE, DECLARE, ASSIGN = "const {1} {0} = {2};", "{1} {0} = {2};", "{0} = {1};"
+    IF, ELIF, ELSE, WHILE, END = "if ({0}) {{", "}} else if ({0}) {{", "} else {", "while ({0}) {{", "}"
+    BREAK, TRUE, NOT, AND, OR, SELECT = "break;", "true", "!({0})", " && ", " || ", "{0} ? {1} : {2}"
 
     def for_range(self, var: str, start: str, stop: str, step: str = "1") -> str:
         step = f"++{var}" if step == "1" else f"{var} += {step}"
         return f"for (long {var} = {start}; {var} < {stop}; {step}) {{"
-
-    def if_(self, cond: str) -> str:
-        return f"if ({cond}) {{"
-
-    def elif_(self, cond: str) -> str:
-        return f"}} else if ({cond}) {{"
-
-    def else_(self) -> str:
-        return "} else {"
-
-    def while_(self, cond: str) -> str:
-        return f"while ({cond}) {{"
-
-    def end(self) -> str | None:
-        return "}"
-
-    def brk(self) -> str:
-        return "break;"
-
-    def true(self) -> str:
-        return "true"
-
-    def not_(self, x: str) -> str:
-        return f"!({x})"
-
-    def and_(self, *xs: str) -> str:
-        return " && ".join(xs)
-
-    def or_(self, *xs: str) -> str:
-        return " || ".join(xs)
 
     def constant(self, n: Node) -> str:
         """The literal of a constant node."""
