@@ -31,13 +31,15 @@ from ...ir import dtypes
 from ...ir.graph import Graph, Node, TensorType
 from ...ir.ops import OPS
 from ...ir.traits import MONOIDS
+from ..codegen.dialect import Block
+from ..codegen.kernel_emitter import RowEmitter, check, emit_chain
 from ..codegen.kernel_plan import (
+    Access,
     KernelPlan,
     RowPlan,
     accumulation,
     broadcast_access,
     param_access,
-    row_access,
 )
 from .numba_dialect import NUMBA, np_type, scalar
 
@@ -76,23 +78,6 @@ class CpuKernelCode:
     scalars: tuple[tuple[str, object], ...] = ()
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 1
-
-    def __call__(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
-
-
-def _check(body: Graph, reductions: set[int]) -> None:
-    """PlanError unless every element type and op of `body` has a numba form."""
-    for n in body.nodes:
-        np_type(n.dtype)
-        if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in reductions:
-            NUMBA.scalar_form(body, n)
-
-
 def _parallel(body: Graph, shape: tuple[int, ...]) -> bool:
     """Whether a kernel over iteration space `shape` is worth running on every core."""
     heavy = any(n.op in OPS and OPS[n.op].kind == "elementwise" and isinstance(n.type, TensorType)
@@ -114,7 +99,7 @@ def generate(plan: KernelPlan | RowPlan, name: str, threads: int) -> CpuKernelCo
     if isinstance(plan, RowPlan):
         return generate_rows(plan, name)
     body = plan.body
-    _check(body, {plan.reduce.id} if plan.reduce is not None else set())
+    check(NUMBA, body, {plan.reduce.id} if plan.reduce is not None else set())
     parallel = _parallel(body, plan.loop_shape)
     axes = set(plan.reduced_axes)
     partials = parallel and plan.reduce is not None and 0 in axes
@@ -130,8 +115,7 @@ def generate(plan: KernelPlan | RowPlan, name: str, threads: int) -> CpuKernelCo
     rank = len(plan.loop_shape)
     scalars = _scalars(body, plan.loop_shape)
     args += [a for a, _ in scalars]
-    w = _Writer()
-    w.depth = 0
+    w = Block(NUMBA)
     w(f"@njit(parallel={parallel}, error_model='numpy', cache=True)")
     w(f"def {KERNEL}({', '.join(args)}):")
     w.depth = 1
@@ -148,15 +132,7 @@ def generate(plan: KernelPlan | RowPlan, name: str, threads: int) -> CpuKernelCo
         return f"in{acc_.param}[{', '.join(index)}]"
 
     def emit(nodes: tuple[Node, ...], loop_vars: list[str], shape: tuple[int, ...]) -> None:
-        for n in nodes:
-            if n.op == "constant":
-                continue
-            if n.op == "broadcast_in_dim":
-                if body[n.inputs[0]].op != "parameter":
-                    w(f"v{n.id} = v{n.inputs[0]}")
-                continue
-            operands = [value(i, loop_vars, shape) for i in n.inputs]
-            w(f"v{n.id} = {np_type(n.dtype)}({NUMBA.scalar_form(body, n)(operands, n)})")
+        emit_chain(NUMBA, w, body, nodes, lambda i: value(i, loop_vars, shape))
 
     # ---- phase A: the iteration space
     ivars = [f"i{d}" for d in range(rank)]
@@ -219,20 +195,55 @@ def generate(plan: KernelPlan | RowPlan, name: str, threads: int) -> CpuKernelCo
     return CpuKernelCode(name, source, parallel, red, identity, chunks, scalars)
 
 
+class _Rows(RowEmitter):
+    """A row kernel's sweeps as numba loops over the column dimensions of the point
+    (i0, i1, ...), in the (parallel) loop over rows."""
+
+    def __init__(self, plan: RowPlan, block: Block) -> None:
+        super().__init__(plan, NUMBA, block)
+        self.ivars = [f"i{d}" for d in range(len(plan.shape))]
+
+    def read(self, a: Access) -> str:
+        return f"in{a.param}[{', '.join(self.ivars[d] if d is not None else '0' for d in a.index) or '0'}]"
+
+    def open_columns(self) -> int:
+        for d in range(self.plan.rows, len(self.plan.shape)):
+            self.b(f"for i{d} in range(n{d}):")
+            self.b.depth += 1
+        return len(self.plan.shape) - self.plan.rows
+
+    def fold(self, kind: str, acc: str, into: str, value: str) -> None:
+        self.b(fold(kind, acc, into, value))
+
+    def stored(self) -> str:
+        return f"out[{', '.join(self.ivars)}]"
+
+    def store(self, value: str, per_row: bool) -> None:
+        rows, out = self.plan.rows, self.plan.output
+        at = self.ivars[:rows] + ["0"] * (len(out.shape) - rows) if per_row else self.ivars
+        self.b(f"out[{', '.join(at) or '0'}] = {value}")
+
+    def kept(self) -> int | None:
+        # a per-point value that both the last fold pass and the output pass compute (a
+        # softmax's exp) is kept in the output buffer between the two (it has the output's
+        # type): the pass that writes the output reads it back instead of computing it again
+        plan, cone, out = self.plan, self.plan.cone, self.plan.output
+        final = cone([out.id]) if out.id not in plan.row_level else set()
+        last = cone([r.inputs[0] for r in plan.passes[-1]])
+        shared = [i for i in final & last if self.body[i].type == out.type]
+        return max(shared, key=lambda i: (len(cone([i])), i), default=None)
+
+
 def generate_rows(plan: RowPlan, name: str) -> CpuKernelCode:
     """A row kernel (kernel_plan.RowPlan): a (parallel) loop over rows; in each row, one pass
     over the columns per round of reductions, each folding into a scalar accumulator, then
     the pass (or, for a per-row result, the one store) that writes the output."""
     body, shape, rows = plan.body, plan.shape, plan.rows
-    reductions = {r.id for r in plan.reductions}
-    _check(body, reductions)
-    rank = len(shape)
+    w = Block(NUMBA)
+    emitter = _Rows(plan, w)
     parallel = rows > 0 and math.prod(shape[:rows]) > 1 and _parallel(body, shape)
     scalars = _scalars(body, shape)
     args = [f"in{k}" for k in range(len(body.params))] + ["out"] + [a for a, _ in scalars]
-    ivars = [f"i{d}" for d in range(rank)]
-    w = _Writer()
-    w.depth = 0
     w(f"@njit(parallel={parallel}, error_model='numpy', cache=True)")
     w(f"def {KERNEL}({', '.join(args)}):")
     w.depth = 1
@@ -248,88 +259,6 @@ def generate_rows(plan: RowPlan, name: str) -> CpuKernelCode:
             if d:
                 w(f"q{d} = {q} // n{d}")
                 q = f"q{d}"
-
-    def value(i: int) -> str:
-        n = body[i]
-        if n.op == "parameter":
-            a = row_access(n, shape, rows, body.params.index(i))
-        elif n.op == "broadcast_in_dim" and body[n.inputs[0]].op == "parameter":
-            src = body[n.inputs[0]]
-            a = row_access(src, shape, rows, body.params.index(src.id),
-                           tuple(n.attrs["broadcast_dimensions"]))
-        else:
-            return f"v{i}"
-        return f"in{a.param}[{', '.join(ivars[d] if d is not None else '0' for d in a.index) or '0'}]"
-
-    def emit(n: Node) -> None:
-        if n.op in ("constant", "parameter"):
-            return
-        if n.op == "broadcast_in_dim":
-            if body[n.inputs[0]].op != "parameter":
-                w(f"v{n.id} = v{n.inputs[0]}")
-            return
-        w(f"v{n.id} = {np_type(n.dtype)}({NUMBA.scalar_form(body, n)([value(i) for i in n.inputs], n)})")
-
-    cone = plan.cone
-
-    def columns(need: set[int], given: int | None = None) -> None:
-        """Open the loops over the columns and compute the per-point values `need`, reading
-        `given` back from the output, where the last pass left it."""
-        for d in range(rows, rank):
-            w(f"for i{d} in range(n{d}):")
-            w.depth += 1
-        for n in body.nodes:
-            if n.id == given:
-                w(f"v{n.id} = out[{', '.join(ivars)}]")
-            elif n.id in need:
-                emit(n)
-
-    # A per-point value that both the last fold pass and the output pass compute (a
-    # softmax's exp) is kept in the output buffer between the two (it has the output's type):
-    # the pass that writes the output reads it back instead of computing it again.
-    out = plan.output
-    final = cone([out.id]) if out.id not in plan.row_level else set()
-    last = cone([r.inputs[0] for r in plan.passes[-1]])
-    shared = [i for i in final & last if body[i].type == out.type]
-    keep = max(shared, key=lambda i: (len(cone([i])), i), default=None)
-
-    done: set[int] = set()
-
-    def row_values() -> None:
-        """The per-row values whose inputs are all ready."""
-        for n in body.nodes:
-            if n.id in plan.row_level and n.id not in done and n.id not in reductions \
-                    and all(i in done or body[i].op == "parameter" for i in n.inputs):
-                emit(n)
-                done.add(n.id)
-
-    row_values()
-    for this_pass in plan.passes:
-        folds = [(r, *accumulator(r)) for r in this_pass]
-        given = None
-        if keep is not None and this_pass is plan.passes[-1]:
-            # the kept value first, in a loop of its own (elementwise: it vectorizes), then
-            # the folds over it read back from the output: in one loop with a float64 fold,
-            # a softmax's exp ran 30% slower
-            columns(cone([keep]))
-            w(f"out[{', '.join(ivars)}] = v{keep}")
-            w.depth -= rank - rows
-            given = keep
-        for r, _, acc, identity in folds:
-            w(f"a{r.id} = {scalar(identity, acc)}")
-        columns(cone([r.inputs[0] for r in this_pass], given), given)
-        for r, kind, acc, _ in folds:
-            w(fold(kind, acc, f"a{r.id}", f"{np_type(acc)}({value(r.inputs[0])})"))
-        w.depth -= rank - rows
-        for r, *_ in folds:
-            w(f"v{r.id} = {np_type(r.dtype)}(a{r.id})")
-            done.add(r.id)
-        row_values()
-    if out.id in plan.row_level:
-        at = ivars[:rows] + ["0"] * (len(out.shape) - rows)
-        w(f"out[{', '.join(at) or '0'}] = {value(out.id)}")
-    else:
-        columns(cone([out.id], keep), keep)
-        w(f"out[{', '.join(ivars)}] = {value(out.id)}")
+    emitter.walk()
     source = "\n".join(w.lines) + "\n"
     return CpuKernelCode(name, source, parallel, None, None, 0, scalars)

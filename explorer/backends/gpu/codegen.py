@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...ir.graph import Node
-from ..codegen.dialect import COMBINE
+from ..codegen.dialect import COMBINE, Block
+from ..codegen.kernel_emitter import emit_chain
 from ..codegen.kernel_plan import (
     Access,
     KernelPlan,
@@ -86,15 +87,8 @@ class _Values:
             return self.of(n.inputs[0])
         return f"v{i}"
 
-    def emit(self, nodes: tuple[Node, ...], skip: Node | None = None) -> None:
-        for n in nodes:
-            if n is skip or n.op == "broadcast_in_dim":
-                continue
-            if n.op == "constant":
-                self.lines.append(f"const {c_type(n.dtype)} v{n.id} = {CUDA.constant(n)};")
-                continue
-            expr = CUDA.scalar_form(self.plan.body, n)([self.of(i) for i in n.inputs], n)
-            self.lines.append(f"const {c_type(n.dtype)} v{n.id} = ({c_type(n.dtype)}){expr};")
+    def emit(self, nodes: tuple[Node, ...]) -> None:
+        emit_chain(CUDA, Block(CUDA, 0, self.lines), self.plan.body, nodes, self.of)
 
     def params(self) -> str:
         body = self.plan.body
