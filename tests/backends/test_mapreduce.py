@@ -1,4 +1,4 @@
-"""Fused map-reduce kernels (explorer/backends/mapreduce_plan.py, cpu_mapreduce.py,
+"""Fused map-reduce kernels (explorer/backends/codegen/mapreduce_plan.py, cpu/mapreduce.py,
 gpu/mapreduce.py): a split body that folds a pairwise value runs as one generated kernel per
 chunk (numba on the CPU, equal to the reference; CUDA text on the GPU)."""
 

@@ -129,6 +129,20 @@ class Emitter:
             b(*(d.assign(out, f"{out} + {term('d', pos)}") for out, pos in outs))
 
     # ---- the folds
+    def sweep(self, head: Block, tail: Block, lanes: int = 1) -> None:
+        """Every reduction of the plan: its state before the sweep (`head`), the value at
+        (i, j) and its fold (this emitter's block), its stores after the sweep (`tail`)."""
+        scope: set[int] = set()
+        for k, r in enumerate(self.plan.reductions):
+            self.head(k, head, lanes)
+            xv = self.value(r.value, self.pos("j"), scope, self.plan.shape)
+            if r.kind == "softmax":
+                self.softmax_sweep(k, xv)
+                self.softmax_tail(k, tail, lanes)
+            else:
+                self.fold(k, xv, "j")
+                self.tail(k, tail, lanes)
+
     def width(self, v: int | None) -> int:
         """Accumulators per row for a product with V (its columns), or 1."""
         return 1 if v is None or len(self.g[v].shape) == 1 else self.g[v].shape[1]

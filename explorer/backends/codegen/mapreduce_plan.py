@@ -1,6 +1,7 @@
-"""The shape of a fused map-reduce kernel, read off a split loop's body: what the CPU
-(cpu_mapreduce.py) and GPU (gpu/mapreduce.py) generators share (KeOps's Sum, Min/Max,
-ArgMin/ArgMax, ArgKMin and LogSumExp reductions are the model).
+"""The shape of a fused map-reduce kernel, read off a split loop's body: the plan that the one
+map-reduce emitter (mapreduce_emitter.py) renders for the CPU (cpu/mapreduce.py) and the GPU
+(gpu/mapreduce.py). KeOps's Sum, Min/Max, ArgMin/ArgMax, ArgKMin and LogSumExp reductions
+are the model.
 
 A body has this form when it folds a pairwise [I, J] value S over one axis: reductions
 (sum, max, min, argmax, argmin), top_k along J, products S @ V with a small V, and the

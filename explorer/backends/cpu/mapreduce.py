@@ -128,16 +128,7 @@ def generate(plan: MapReducePlan, name: str) -> CpuKernelCode:
     lanes = vector_math.LANES if blocks else 1
     head, loop, tail = Block(NUMBA, 2), Block(NUMBA, 3), Block(NUMBA, 2)
     em = Emitter(plan, NUMBA, arg, out_name, loop)
-    scope: set[int] = set()
-    for k, r in enumerate(plan.reductions):
-        em.head(k, head, lanes)
-        xv = em.value(r.value, em.pos("j"), scope, plan.shape)
-        if r.kind == "softmax":
-            em.softmax_sweep(k, xv)
-            em.softmax_tail(k, tail, lanes)
-        else:
-            em.fold(k, xv, "j")
-            em.tail(k, tail, lanes)
+    em.sweep(head, tail, lanes)
     scalars = {"nk": nk, "nr": nr, **em.scalars}
     lines = ["# mapreduce_kernel: one sweep per row, the pairwise chunk never stored",
              "@njit(parallel=True, error_model='numpy', cache=True)",

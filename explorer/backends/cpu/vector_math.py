@@ -1,6 +1,6 @@
 """Vector math for generated CPU kernels: glibc's libmvec, called four lanes at a time.
 
-Why: a map-reduce kernel's inner loop (cpu_mapreduce.py) is bound by its transcendental calls,
+Why: a map-reduce kernel's inner loop (cpu/mapreduce.py) is bound by its transcendental calls,
 `exp` in a Gaussian kernel-vector product. LLVM vectorizes that loop, but without a vector
 math library it splits `llvm.exp.v4f64` back into four scalar libm calls. Numba only maps it
 to a vector library with Intel's SVML, and PyPI's llvmlite is built without SVML (and without

@@ -1,4 +1,5 @@
-"""Generated CUDA kernels: a fused kernel's plan (kernel_plan.py) -> CuPy kernel definitions.
+"""Generated CUDA kernels: a fused kernel's plan (codegen/kernel_plan.py) -> CuPy kernel
+definitions, in the CUDA dialect (cuda_dialect.py).
 
 A kernel without a reduction becomes a `cupy.ElementwiseKernel`: one thread per output
 element computes the whole chain in registers. A kernel with a reduction becomes a

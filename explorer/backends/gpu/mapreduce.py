@@ -70,16 +70,7 @@ def generate(plan: MapReducePlan, name: str) -> GpuMapReduceCode:
     lanes = _warp_lanes(plan)
     head, loop, tail = Block(CUDA, 1), Block(CUDA, 2), Block(CUDA, 1)
     em = Emitter(plan, CUDA, arg, out_name, loop)
-    scope: set[int] = set()
-    for k, r in enumerate(plan.reductions):
-        em.head(k, head)
-        xv = em.value(r.value, em.pos("j"), scope, plan.shape)
-        if r.kind == "softmax":
-            em.softmax_sweep(k, xv)
-            em.softmax_tail(k, tail)
-        else:
-            em.fold(k, xv, "j")
-            em.tail(k, tail)
+    em.sweep(head, tail)
     lines = [PREAMBLE, f'extern "C" __global__ void {name}({", ".join(params)}) {{']
     if lanes == 1:
         lines += ["  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;",

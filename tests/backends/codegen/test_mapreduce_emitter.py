@@ -48,15 +48,7 @@ def test_both_dialects_write_the_same_folds() -> None:
         for d in (NUMBA, CUDA):
             head, loop, tail = Block(d), Block(d), Block(d)
             em = Emitter(plan, d, arg, out, loop)
-            for k, r in enumerate(plan.reductions):
-                em.head(k, head)
-                xv = em.value(r.value, em.pos("j"), set(), plan.shape)
-                if r.kind == "softmax":
-                    em.softmax_sweep(k, xv)
-                    em.softmax_tail(k, tail)
-                else:
-                    em.fold(k, xv, "j")
-                    em.tail(k, tail)
+            em.sweep(head, tail)
             # (the sweeps differ where numba writes small contractions out term by term)
             written[d.name] = em.accumulators, len(head.lines), sum(" = " in x for x in tail.lines)
         assert written["numba"] == written["cuda"]
