@@ -24,7 +24,6 @@ import numpy as np
 
 from ...ir import dtypes
 from ...ir.graph import Graph, Node
-from ...ir.ops import OPS
 from ..codegen.dialect import Block
 from ..codegen.kernel_plan import PlanError
 from ..codegen.mapreduce_emitter import Emitter
@@ -33,15 +32,18 @@ from . import vector_math
 from .kernel_codegen import KERNEL, CpuKernelCode
 from .numba_dialect import NUMBA, PRELUDE
 
+# numba's names of C's math functions, where they differ (libmvec has C's names)
+C_NAMES = {"exp32": "exp", "tanh32": "tanh", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+           "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh"}
 
-def vector_symbol(n: Node) -> str | None:
-    """libmvec's four-lane function computing the elementwise math node `n`, or None. A math
-    row's CUDA form is a call of C's function, whose name is also libmvec's."""
-    form = OPS[n.op].scalar.get("cuda")
-    if len(n.inputs) != 1 or not callable(form):
+
+def vector_symbol(g: Graph, n: Node) -> str | None:
+    """libmvec's four-lane function computing the elementwise math node `n` of graph `g`, or
+    None: its numba form is a call of C's function (under numba's name)."""
+    if len(n.inputs) != 1:
         return None
-    c_call = re.fullmatch(r"(\w+)\(x\)", form(["x"], n))
-    return vector_math.symbol(c_call.group(1), n.dtype) if c_call else None
+    call = re.fullmatch(r"(?:np\.|math\.)?(\w+)\(x\)", NUMBA.scalar_form(g, n)(["x"], n))
+    return vector_math.symbol(C_NAMES.get(call.group(1), call.group(1)), n.dtype) if call else None
 
 
 class LaneEmitter(Emitter):
@@ -66,7 +68,7 @@ class LaneEmitter(Emitter):
                     for lane, (j, sc) in enumerate(zip(js, scopes))]
         ins = [self.lanes(k, js, scopes, n.shape) for k in n.inputs]
         outs = [f"v{self.num[i]}_{lane}" for lane in range(len(js))]
-        sym = vector_symbol(n)
+        sym = vector_symbol(self.g, n)
         if sym is not None:
             self.b(f"{', '.join(outs)} = vmath4('{sym}', {', '.join(ins[0])})")
             self.vector_calls += 1
