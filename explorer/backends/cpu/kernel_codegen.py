@@ -50,6 +50,8 @@ from .numba_dialect import NUMBA, np_type, scalar
 # that computes transcendentals (ops the table counts 4 FLOPs an element or more) is 8x
 # costlier an element, so it runs in parallel from PARALLEL_MIN / 8 (a GPT block's gelu).
 PARALLEL_MIN = 1 << 21
+
+
 def accumulator(reduce: Node) -> tuple[str, str, object]:
     """(combine op, accumulator element type, identity) of a kernel's reduction."""
     kind, acc = accumulation(reduce)
