@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ...ir import dtypes
 from ...ir.graph import Node
+from ...ir.traits import MONOIDS
 from ..codegen.dialect import Dialect
 from ..codegen.kernel_plan import PlanError
 
@@ -81,8 +82,9 @@ class CudaDialect(Dialect):
         return f"(({c_type(d)}){v!r})"
 
     def identity(self, kind: str, d: str) -> str:
-        text = super().identity(kind, d)  # a float's infinity without its cast
-        return text.removeprefix(f"(({c_type(d)})").removesuffix(")") if "_inf()" in text else text
+        v = MONOIDS[kind].identity_value(d)  # (a float's infinity without a cast)
+        return ("-_inf()" if v < 0 else "_inf()") if isinstance(v, float) and math.isinf(v) \
+            else self.literal(v, d)
 
     def cast(self, expr: str, d: str) -> str:
         return f"({c_type(d)})({expr})"
