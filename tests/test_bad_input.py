@@ -98,9 +98,9 @@ def test_astype_int32_of_a_huge_float_is_int_max() -> None:
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
 def test_cuda_to_int_helper_converts_as_the_reference(tmp_path: Path) -> None:
-    """The CUDA preamble's _to_int, compiled as host C++ (no GPU needed), on every pair of
+    """The CUDA preamble's to_int, compiled as host C++ (no GPU needed), on every pair of
     float or integer source and integer target the CUDA generator writes."""
-    from explorer.backends.gpu.codegen import PREAMBLE
+    from explorer.backends.gpu.cuda_dialect import PREAMBLE
 
     def lit(v: float) -> str:
         return "NAN" if v != v else "INFINITY" if v == np.inf else "-INFINITY" if v == -np.inf \
@@ -114,7 +114,7 @@ def test_cuda_to_int_helper_converts_as_the_reference(tmp_path: Path) -> None:
     for x, ctype, literals in sources:
         for dst in TARGETS[:-1]:
             c = dtypes.C_TYPES[dst]
-            lines += [f'printf("%lld\\n", (long long)_to_int<{c}>(({ctype}){v}));' for v in literals]
+            lines += [f'printf("%lld\\n", (long long)to_int<{c}>(({ctype}){v}));' for v in literals]
             want += [int(v) for v in OPS["convert_element_type"].ref(x, new_dtype=dst).tolist()]
     prelude = PREAMBLE.split("__device__ inline double _inf")[0].replace("__device__", "")
     source = tmp_path / "to_int.cpp"
@@ -214,7 +214,7 @@ def test_generated_cpu_kernels_carry_no_fast_math_flags() -> None:
     (k,) = t.run(backend="cpu").kernels
     head = k.source.split("def ", 1)[0]
     assert "fastmath" not in head.split("@njit", 1)[1], head
-    assert "_radd(" in k.source  # only the accumulator may reassociate
+    assert "radd(" in k.source  # only the accumulator may reassociate
 
 
 # ---------------------------------------------------------------- arguments

@@ -15,8 +15,8 @@ import pytest
 
 import explorer as gx
 from explorer.backends import reference
+from explorer.backends.codegen.kernel_plan import PlanError, RowPlan, plan_any, plan_rows
 from explorer.backends.cpu.kernel_codegen import PARALLEL_MIN
-from explorer.backends.kernel_plan import PlanError, RowPlan, plan_any, plan_rows
 from explorer.ir import Graph
 from tests.passes.semantic import assert_outputs_close
 
@@ -92,7 +92,7 @@ def test_the_softmax_exp_is_kept_in_the_output_between_passes() -> None:
     x = _f32(16, 64)
     r = gx.explore(lambda x: jax.nn.softmax(x, -1), x).run(backend="cpu")
     (k,) = r.kernels
-    assert k.source.count("_exp32(") == 1
+    assert k.source.count("exp32(") == 1
     assert "= out[i0, i1]" in k.source
     np.testing.assert_allclose(r.value, jax.nn.softmax(x, -1), rtol=1e-5, atol=1e-7)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends.mapreduce_plan import plan_mapreduce
+from explorer.backends.codegen.mapreduce_plan import plan_mapreduce
 from explorer.backends.reference import NumpyInterpreter
 from explorer.passes.split import InfeasibleMemoryLimit
 from tests.backends.cuda_host import HostCudaInterpreter, HostFusedBody, host_compiler, nvcc_ptx

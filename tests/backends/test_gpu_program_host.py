@@ -17,10 +17,10 @@ import pytest
 
 import explorer as gx
 from explorer.backends import reference
+from explorer.backends.codegen.kernel_plan import PlanError
 from explorer.backends.gpu import reduce
 from explorer.backends.gpu.backend import kernel_code
 from explorer.backends.gpu.program import device_op, generate_program
-from explorer.backends.kernel_plan import PlanError
 from explorer.backends.reference import NumpyInterpreter
 from explorer.ir import Node
 from explorer.ir.ops import OPS

@@ -21,9 +21,9 @@ import pytest
 
 import explorer as gx
 from explorer.backends import reference
+from explorer.backends.codegen.kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
 from explorer.backends.gpu import reduce
 from explorer.backends.gpu.backend import kernel_code
-from explorer.backends.kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
 from explorer.ir import Graph
 from explorer.measure.inputs import random_inputs
 from tests.backends import test_cpu_rows

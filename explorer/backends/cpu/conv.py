@@ -23,8 +23,8 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import Attrs, TensorType
 from ...ir.ops import OPS
-from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
+from .numba_dialect import numba_takes
 
 PARALLEL_MIN = 1 << 16  # window elements gathered at least before every core joins in
 SMALL = 1 << 18  # window elements few enough to gather whatever the shape

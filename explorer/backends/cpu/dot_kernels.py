@@ -20,7 +20,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import Attrs, Node
 from ...ir.ops import OPS
-from ..kernel_plan import describe_output, plan_output
+from ..codegen.kernel_plan import describe_output, plan_output
 from . import dots
 from .kernels import CompiledKernel, compile_kernel
 

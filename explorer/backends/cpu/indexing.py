@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ...ir.ops.indexing import gather_plan, gather_with, scatter_with
-from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
+from .numba_dialect import numba_takes
 
 PARALLEL_MIN = 1 << 20  # elements read before a gather runs on every core
 
@@ -48,7 +48,7 @@ def combines() -> dict[str, Any]:
     scatter, the later write wins)."""
     from numba import njit
 
-    from .kernel_codegen import _max, _min
+    from .scalar_helpers import maximum, minimum
 
     @njit(inline="always")
     def _second(a, b):  # noqa: ANN001, ANN202
@@ -62,7 +62,7 @@ def combines() -> dict[str, Any]:
     def _mul(a, b):  # noqa: ANN001, ANN202
         return a * b
 
-    return {"put": _second, "add": _add, "multiply": _mul, "maximum": _max, "minimum": _min}
+    return {"put": _second, "add": _add, "multiply": _mul, "maximum": maximum, "minimum": minimum}
 
 
 @functools.cache

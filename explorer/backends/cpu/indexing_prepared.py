@@ -31,8 +31,8 @@ from ...ir import dtypes
 from ...ir.graph import Attrs, TensorType
 from ...ir.ops.indexing import default_fill
 from .indexing import PARALLEL_MIN, combines, window_grid
-from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
+from .numba_dialect import numba_takes
 
 SCATTERS = {"scatter": "put", "scatter-add": "add", "scatter-mul": "multiply",
             "scatter-min": "minimum", "scatter-max": "maximum"}

@@ -44,9 +44,10 @@ from ...ir import dtypes
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
 from .. import reference
-from ..kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
+from ..codegen.kernel_plan import KernelPlan, PlanError, RowPlan, plan_any
 from ..numpy_temporaries import workspace_bytes
-from .kernel_codegen import KERNEL, PRELUDE, CpuKernelCode, accumulator, generate
+from .kernel_codegen import KERNEL, CpuKernelCode, accumulator, generate
+from .numba_dialect import PRELUDE
 
 # numba's OpenMP threads spin after each parallel kernel (libgomp's default), holding the
 # cores that OpenBLAS's next dot (and XLA, in the same process) then waits for: measured on 2

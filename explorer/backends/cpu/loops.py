@@ -45,13 +45,14 @@ from ...ir import dtypes
 from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType
 from ...ir.ops import OPS
 from ...ir.traits import OpKind
-from ..kernel_plan import KernelPlan, PlanError, plan_any
-from .kernel_codegen import KERNEL, _expr, accumulator, np_type
+from ..codegen.kernel_plan import KernelPlan, PlanError, plan_any
+from .kernel_codegen import KERNEL, accumulator
 from .kernels import CpuKernelCode, _code_of, load
+from .numba_dialect import NUMBA, np_type
 from .runtime import one_or_tuple
 
-REDUCE = {"reduce_sum": "{acc} + {x}", "reduce_max": "_max({acc}, {x})",
-          "reduce_min": "_min({acc}, {x})"}
+REDUCE = {"reduce_sum": "{acc} + {x}", "reduce_max": "maximum({acc}, {x})",
+          "reduce_min": "minimum({acc}, {x})"}
 FLOATS = ("f32", "f64")
 # the most a product hoisted out of a scan may hold (it is a temporary the size of the
 # scanned input's rows times the product's width; a memory-limited program splits first)
@@ -244,7 +245,7 @@ class _Body:
             if any(self.g[i].type.shape not in (t.shape, ()) for i in n.inputs):
                 raise Unsupported(f"{n.describe()}: an elementwise op on broadcast shapes")
             ix = _all(t.rank)
-            expr = _expr(self.g, n)([f"{x}[{ix}]" if self.g[i].type.rank else x
+            expr = NUMBA.scalar_form(self.g, n)([f"{x}[{ix}]" if self.g[i].type.rank else x
                              for x, i in zip(ins, n.inputs)], n)
             if t.rank == 0:
                 w(f"{target} = {np_type(t.dtype)}({expr})")

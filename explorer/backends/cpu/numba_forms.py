@@ -2,8 +2,8 @@
 (kernel_codegen.py) writes one element of it: op name -> form (backends/codegen/scalar_form.py
 says what a form is), or FALLS_BACK where the generator leaves the op to the reference.
 
-Names starting with `_` in the forms (`_exp32`, `_idiv`, `_to_int`, ...) are the kernels'
-runtime helpers, defined in kernel_codegen.PRELUDE.
+Helper names in the forms (`exp32`, `idiv`, `to_int`, ...) are the kernels' runtime
+helpers, public in cpu/scalar_helpers.py and imported by numba_dialect.PRELUDE.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def _convert(a: list[str], n: Any) -> str:
         return f"({a[0]} != 0)"
     if not dtypes.is_int(new):
         return a[0]
-    info = dtypes.iinfo(new)  # _to_int saturates a float at these, wraps an int
-    return f"_to_int({a[0]}, {info.min}, {info.max}, np.{dtypes.to_numpy(new).name})"
+    info = dtypes.iinfo(new)  # to_int saturates a float at these, wraps an int
+    return f"to_int({a[0]}, {info.min}, {info.max}, np.{dtypes.to_numpy(new).name})"
 
 
 def _bits(n: Any) -> int:
@@ -77,25 +77,25 @@ FORMS = scalar_forms({
     **COMMON,
     **{op: f"np.{fn}" for op, fn in _NUMPY.items()},
     # float32 exp and tanh through vectorizable helpers (XLA's own tanh approximation)
-    "exp": _f32_or("_exp32({0})", "np.exp({0})"),
-    "tanh": _f32_or("_tanh32({0})", "np.tanh({0})"),
-    "logistic": _f32_or("(1 / (1 + _exp32(-{0})))", "(1 / (1 + np.exp(-{0})))"),
+    "exp": _f32_or("exp32({0})", "np.exp({0})"),
+    "tanh": _f32_or("tanh32({0})", "np.tanh({0})"),
+    "logistic": _f32_or("(1 / (1 + exp32(-{0})))", "(1 / (1 + np.exp(-{0})))"),
     "rsqrt": "(1 / np.sqrt({0}))",
-    "erf": "math.erf", "erfc": "math.erfc", "erf_inv": "_erfinv", "lgamma": "math.lgamma",
+    "erf": "math.erf", "erfc": "math.erfc", "erf_inv": "erfinv", "lgamma": "math.lgamma",
     "digamma": FALLS_BACK,
     "not": either(lambda n: n.dtype == "pred", "(not {0})", "(~{0})"),
-    "round": either(lambda n: n.attrs.get("rounding_method", 0), "np.rint({0})", "_round_away({0})"),
-    "div": by_dtype("_idiv({0}, {1})", "({0} / {1})"),
-    "rem": by_dtype("_irem({0}, {1})", "np.fmod({0}, {1})"),
-    "max": "_max", "min": "_min",
+    "round": either(lambda n: n.attrs.get("rounding_method", 0), "np.rint({0})", "round_away({0})"),
+    "div": by_dtype("idiv({0}, {1})", "({0} / {1})"),
+    "rem": by_dtype("irem({0}, {1})", "np.fmod({0}, {1})"),
+    "max": "maximum", "min": "minimum",
     "nextafter": FALLS_BACK,
     "select_n": _select,
-    "clamp": "_min(_max({1}, {0}), {2})",
+    "clamp": "minimum(maximum({1}, {0}), {2})",
     "convert_element_type": _convert,
     "reduce_precision": FALLS_BACK,
     "shift_left": _shift_left,
     "shift_right_arithmetic": _shift_right_arithmetic,
     "shift_right_logical": _shift_right_logical,
     "population_count": FALLS_BACK,
-    "bitcast_convert_type": lambda a, n: f"_bitcast({a[0]}, {_np(n.attrs['new_dtype'])})",
+    "bitcast_convert_type": lambda a, n: f"bitcast({a[0]}, {_np(n.attrs['new_dtype'])})",
 })

@@ -3,7 +3,7 @@
 The op row's NumPy reference sorts every row in full (a stable argsort of lax.top_k's key) and
 keeps k: O(n log n) a row, and builds the float64 key of the whole input first; one pass that
 keeps the best k so far is O(n) plus a shift of the buffer for the few elements that enter
-it, with the key computed per element (the fused kernels' `_tk_key`: XLA's total order, +NaN
+it, with the key computed per element (the fused kernels' `top_k_key`: XLA's total order, +NaN
 first, -NaN last). The order is the reference's exactly: an element enters the buffer only if
 its key is strictly above the k-th's, and it is placed after the keys equal to it, so ties
 keep the first index, as a stable sort does. 2,000 rows of 20,000 float32, k = 8: 0.7 s with
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ...ir.ops import OPS
-from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
+from .numba_dialect import numba_takes
 
 # elements before the rows are spread over the cores (waking the threads costs about 0.1 ms)
 PARALLEL_MIN = 1 << 16
@@ -29,7 +29,7 @@ PARALLEL_MIN = 1 << 16
 def _select() -> dict[bool, Any]:
     from numba import prange
 
-    from .kernel_codegen import _tk_key
+    from .scalar_helpers import top_k_key
 
     def make(parallel: bool) -> Any:
         @cached_njit(parallel=parallel)
@@ -39,7 +39,7 @@ def _select() -> dict[bool, Any]:
                 best = np.empty(k, np.float64)
                 m = 0
                 for j in range(n):
-                    v = _tk_key(x[r, j])
+                    v = top_k_key(x[r, j])
                     if m == k:
                         if not v > best[k - 1]:
                             continue

@@ -1,6 +1,6 @@
 """Vector math for generated CPU kernels: glibc's libmvec, called four lanes at a time.
 
-Why: a map-reduce kernel's inner loop (cpu_mapreduce.py) is bound by its transcendental calls,
+Why: a map-reduce kernel's inner loop (cpu/mapreduce.py) is bound by its transcendental calls,
 `exp` in a Gaussian kernel-vector product. LLVM vectorizes that loop, but without a vector
 math library it splits `llvm.exp.v4f64` back into four scalar libm calls. Numba only maps it
 to a vector library with Intel's SVML, and PyPI's llvmlite is built without SVML (and without
@@ -13,7 +13,7 @@ tolerances cover.
 
 `symbol(c_name, dtype)` is the libmvec function that computes C's `c_name` on four lanes of
 `dtype`, or None where there is none (no libmvec, no AVX2, not x86-64 Linux, or a function
-libmvec lacks): the generator then emits scalar code, as before. `_vmath4(symbol, a, b, c, d)`
+libmvec lacks): the generator then emits scalar code, as before. `vmath4(symbol, a, b, c, d)`
 is the call generated code makes; it returns the four results as a tuple.
 """
 
@@ -68,7 +68,7 @@ def _intrinsic() -> Any:
     from numba.extending import intrinsic
 
     @intrinsic(prefer_literal=True)
-    def _vmath4(typingctx: Any, sym: Any, a: Any, b: Any, c: Any, d: Any) -> Any:
+    def vmath4(typingctx: Any, sym: Any, a: Any, b: Any, c: Any, d: Any) -> Any:
         if not isinstance(sym, types.StringLiteral) or len({a, b, c, d}) != 1 or \
                 a not in (types.float64, types.float32):
             return None
@@ -89,13 +89,13 @@ def _intrinsic() -> Any:
 
         return sig, codegen
 
-    return _vmath4
+    return vmath4
 
 
 def __getattr__(name: str) -> object:
-    """Generated kernels import `_vmath4`, made on first use: importing this module does not
+    """Generated kernels import `vmath4`, made on first use: importing this module does not
     need numba."""
-    if name == "_vmath4":
+    if name == "vmath4":
         value = _intrinsic()
         globals()[name] = value
         return value

@@ -20,8 +20,8 @@ from ...ir import dtypes
 from ...ir.ops import OPS
 from ...ir.ops.windows import window_out_shape
 from ...ir.traits import MONOIDS
-from .kernel_codegen import numba_takes
 from .numba_cache import cached_njit
+from .numba_dialect import numba_takes
 
 _OPS = {"reduce_window_sum": "add", "reduce_window_max": "max", "reduce_window_min": "min"}
 # window elements folded before the loop runs on every core (waking the threads costs about
@@ -33,7 +33,7 @@ PARALLEL_MIN = 1 << 18
 def _loops() -> dict[str, Any]:
     from numba import njit, prange
 
-    from .kernel_codegen import _max, _min
+    from .scalar_helpers import maximum, minimum
 
     def make(combine, parallel):  # noqa: ANN001, ANN202
         @cached_njit(parallel=parallel, error_model="numpy")
@@ -104,7 +104,7 @@ def _loops() -> dict[str, Any]:
         return p + q
 
     return {(name, parallel): make(fn, parallel) for name, fn in
-            (("add", _add), ("max", _max), ("min", _min)) for parallel in (False, True)}
+            (("add", _add), ("max", maximum), ("min", minimum)) for parallel in (False, True)}
 
 
 @functools.cache

@@ -32,9 +32,9 @@ from ...ir.graph import Attrs, Graph, Node, TupleType
 from ...ir.ops import OPS
 from ...options import CompileOptions
 from .. import reference
+from ..codegen.kernel_plan import Access, PlanError, RowPlan, describe_output, plan_any, plan_output
 from ..cpu.program import Program, ProgramError
 from ..interpreter import Interpreter
-from ..kernel_plan import Access, PlanError, RowPlan, describe_output, plan_any, plan_output
 from ..numpy_temporaries import workspace_bytes
 from ..reference import check_args
 from ..registry import Backend, Run, Step, register

@@ -1,4 +1,5 @@
-"""Generated CUDA kernels: a fused kernel's plan (kernel_plan.py) -> CuPy kernel definitions.
+"""Generated CUDA kernels: a fused kernel's plan (codegen/kernel_plan.py) -> CuPy kernel
+definitions, in the CUDA dialect (cuda_dialect.py).
 
 A kernel without a reduction becomes a `cupy.ElementwiseKernel`: one thread per output
 element computes the whole chain in registers. A kernel with a reduction becomes a
@@ -15,101 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir import dtypes
-from ...ir.graph import Graph, Node
-from ...ir.traits import MONOIDS
-from ..codegen.scalar_form import FALLS_BACK, ScalarExpr, scalar_form
-from ..kernel_plan import (
+from ...ir.graph import Node
+from ..codegen.dialect import COMBINE, Block
+from ..codegen.kernel_emitter import emit_chain
+from ..codegen.kernel_plan import (
     Access,
     KernelPlan,
-    PlanError,
     broadcast_access,
     combine_of,
     param_access,
 )
-from .cuda_forms import FORMS
-
-# Device helpers every kernel may call (NaN-propagating max/min as np.maximum; lax's integer
-# division and remainder, which truncate and give 0 for a zero divisor; conversion to an
-# integer type T as XLA converts: a float truncates, NaN gives 0 and out-of-range values
-# saturate at T's bounds, compared in F where the max may round up to a power of two; an
-# integer or bool operand, for which F(1.5) == F(1), wraps).
-# _tk_key: lax.top_k's total order as a double (ir/ops.top_k_key): +NaN, +inf, ..., -inf, -NaN
-PREAMBLE = """template <typename T> __device__ T _max(T a, T b) { return (a > b || a != a) ? a : b; }
-template <typename T> __device__ T _min(T a, T b) { return (a < b || a != a) ? a : b; }
-template <typename T> __device__ T _idiv(T a, T b) { return b == 0 ? T(-1) : a / b; }
-template <typename T> __device__ T _irem(T a, T b) { return b == 0 ? a : a % b; }
-template <typename T, typename F> __device__ T _to_int(F x) {
-  if (F(1.5) == F(1)) return T(x);
-  const bool sig = T(-1) < T(0);
-  const T hi = sig ? T(~0ULL >> (65 - 8 * sizeof(T))) : T(~0ULL);
-  const T lo = sig ? T(-hi - 1) : T(0);
-  return x != x ? T(0) : x >= F(hi) ? hi : x <= F(lo) ? lo : T(x);
-}
-__device__ inline double _inf() { return __longlong_as_double(0x7ff0000000000000LL); }
-__device__ inline double _nan() { return __longlong_as_double(0x7ff8000000000000LL); }
-template <typename T> __device__ double _tk_key(T x) {
-  const double v = (double)x;
-  if (v != v) return signbit(v) ? -_inf() : _inf();
-  if (v == 0.0 && signbit(v)) return -4.9406564584124654e-324;
-  return v == _inf() ? 1.7976931348623157e308 : v == -_inf() ? -1.7976931348623157e308 : v;
-}
-"""
-
-
-def c_type(d: str) -> str:
-    if d not in dtypes.C_TYPES:
-        raise PlanError(f"element type {d} has no CUDA kernel here")
-    return dtypes.C_TYPES[d]
-
-
-def cupy_type(d: str) -> str:
-    """The dtype name a CuPy parameter list uses ('float32 a0')."""
-    c_type(d)
-    return "bool" if d == "pred" else dtypes.to_numpy(d).name
-
-
-def _expr(g: Graph, n: Node) -> ScalarExpr:
-    """The CUDA form of `n` (a node of graph `g`); an op that falls back raises PlanError."""
-    form = scalar_form(g, n, FORMS)
-    if form is FALLS_BACK:
-        raise PlanError(f"{n.describe()}: {n.op} has no CUDA form in the GPU code generator here")
-    return form
-
-
-REDUCE_EXPR = {"add": "a + b", "mul": "a * b", "max": "_max(a, b)", "min": "_min(a, b)",
-               "and": "a & b", "or": "a | b"}
-
-
-def identity(kind: str, d: str) -> str:
-    """The C literal of monoid `kind`'s identity for element type `d`."""
-    v = MONOIDS[kind].identity_value(d)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return "-_inf()" if v < 0 else "_inf()"
-    return c_int(v, d)
-
-
-def c_int(v: int, d: str) -> str:
-    """An integer literal of element type `d` that C reads at that width (the i64 minimum and
-    unsigned 64-bit values need their suffixes)."""
-    if d in ("i64", "u64") or abs(v) >= 2**31:
-        if v == -(2**63):
-            return "(-9223372036854775807LL - 1)"
-        return f"{v}{'ULL' if d.startswith('u') else 'LL'}"
-    return str(v)
-
-
-def literal(n: Node) -> str:
-    v = n.attrs["value"].array.item()
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float) and v != v:
-        return f"(({c_type(n.dtype)})_nan())"
-    if isinstance(v, float) and abs(v) == float("inf"):
-        return f"(({c_type(n.dtype)}){'-' if v < 0 else ''}_inf())"
-    return f"(({c_type(n.dtype)}){v!r})"
+from .cuda_dialect import CUDA, PREAMBLE, c_type, cupy_type
 
 
 @dataclass
@@ -171,15 +88,8 @@ class _Values:
             return self.of(n.inputs[0])
         return f"v{i}"
 
-    def emit(self, nodes: tuple[Node, ...], skip: Node | None = None) -> None:
-        for n in nodes:
-            if n is skip or n.op == "broadcast_in_dim":
-                continue
-            if n.op == "constant":
-                self.lines.append(f"const {c_type(n.dtype)} v{n.id} = {literal(n)};")
-                continue
-            expr = _expr(self.plan.body, n)([self.of(i) for i in n.inputs], n)
-            self.lines.append(f"const {c_type(n.dtype)} v{n.id} = ({c_type(n.dtype)}){expr};")
+    def emit(self, nodes: tuple[Node, ...]) -> None:
+        emit_chain(CUDA, Block(CUDA, 0, self.lines), self.plan.body, nodes, self.of)
 
     def params(self) -> str:
         body = self.plan.body
@@ -264,8 +174,9 @@ def generate(plan: KernelPlan, name: str) -> GpuKernelCode:
     args = [f"a{k}" for k in range(len(pro.accesses))]
     rt = c_type(red.dtype)
     code = GpuKernelCode("reduction", name, pro.params(), f"{cupy_type(out_t)} out0",
-                         map_expr=f"{name}_map({', '.join(args)})", reduce_expr=REDUCE_EXPR[kind],
-                         identity=identity(kind, red.dtype), reduce_type=rt,
+                         map_expr=f"{name}_map({', '.join(args)})",
+                         reduce_expr=COMBINE[kind].format("a", "b"),
+                         identity=CUDA.identity(kind, red.dtype), reduce_type=rt,
                          axes=plan.reduced_axes, preamble=PREAMBLE + func,
                          accesses=pro.accesses, shape=plan.loop_shape)
     post = post_function(plan, name)

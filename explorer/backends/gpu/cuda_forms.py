@@ -2,8 +2,8 @@
 writes one element of it: op name -> form (backends/codegen/scalar_form.py says what a form
 is), or FALLS_BACK where the generator leaves the op to the reference.
 
-Names starting with `_` in the forms (`_idiv`, `_to_int`, `_max`, ...) are the kernels' device
-helpers, defined in codegen.py's prelude; the math functions are C's (CUDA's math library).
+Helper names in the forms (`idiv`, `to_int`, `maximum`, ...) are the kernels' device
+helpers, defined in cuda_dialect.PREAMBLE; the math functions are C's (CUDA's math library).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _convert(a: list[str], n: Any) -> str:
     if new == "pred":
         return f"({a[0]} != 0)"
     c = dtypes.C_TYPES.get(new, new)  # the CUDA generator rejects a type it lacks itself
-    return f"_to_int<{c}>({a[0]})" if dtypes.is_int(new) else f"(({c}){a[0]})"
+    return f"to_int<{c}>({a[0]})" if dtypes.is_int(new) else f"(({c}){a[0]})"
 
 
 def _bits(n: Any) -> int:
@@ -65,11 +65,11 @@ FORMS = scalar_forms({
     "digamma": FALLS_BACK,
     "not": either(lambda n: n.dtype == "pred", "(!{0})", "(~{0})"),
     "round": either(lambda n: n.attrs.get("rounding_method", 0), "rint({0})", "round({0})"),
-    "div": by_dtype("_idiv({0}, {1})", "({0} / {1})"),
-    "rem": by_dtype("_irem({0}, {1})", "fmod({0}, {1})"),
-    "max": "_max", "min": "_min",
+    "div": by_dtype("idiv({0}, {1})", "({0} / {1})"),
+    "rem": by_dtype("irem({0}, {1})", "fmod({0}, {1})"),
+    "max": "maximum", "min": "minimum",
     "select_n": _select,
-    "clamp": "_min(_max({1}, {0}), {2})",
+    "clamp": "minimum(maximum({1}, {0}), {2})",
     "convert_element_type": _convert,
     "reduce_precision": FALLS_BACK,
     "shift_left": lambda a, n: f"({_in_width(a, n)} ? ({a[0]} << {a[1]}) : 0)",

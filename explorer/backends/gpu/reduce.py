@@ -34,19 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...ir import dtypes
-from ...ir.graph import Graph, Node
-from ..kernel_plan import Access, KernelPlan, RowPlan, accumulation, row_access
-from .codegen import (
-    PREAMBLE,
-    GpuKernelCode,
-    _expr,
-    c_type,
-    identity,
-    literal,
-    map_function,
-    post_function,
-    then_kernel,
-)
+from ...ir.graph import Graph
+from ..codegen.dialect import COMBINE, Block
+from ..codegen.kernel_emitter import RowEmitter
+from ..codegen.kernel_plan import Access, KernelPlan, RowPlan, accumulation
+from .codegen import GpuKernelCode, map_function, post_function, then_kernel
+from .cuda_dialect import CUDA, PREAMBLE, c_type
 
 THREADS = 256  # threads per block (a multiple of the warp's 32)
 MAX_BLOCKS = 1024  # blocks of a grid reduction's first stage, over all results
@@ -59,8 +52,7 @@ MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension (results beyond it: g
 BLOCK_REDUCE = "".join(
     f"struct _op_{k} {{ template <typename T> __device__ T operator()(T a, T b) const "
     f"{{ return {e}; }} }};\n"
-    for k, e in (("add", "a + b"), ("mul", "a * b"), ("max", "_max(a, b)"), ("min", "_min(a, b)"),
-                 ("and", "a & b"), ("or", "a | b"))) + """\
+    for k, e in ((k, e.format("a", "b")) for k, e in COMBINE.items())) + """\
 template <typename T, typename Op> __device__ T _warp_reduce(T v, Op op) {
   for (int d = 16; d > 0; d >>= 1) v = op(v, (T)__shfl_down_sync(0xffffffffu, v, d));
   return v;
@@ -177,7 +169,7 @@ def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
     results, size = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in reduced)
     parts = blocks_per_result(results, size)
     kind, acc = accumulation(red)
-    at, ident = c_type(acc), identity(kind, acc)
+    at, ident = c_type(acc), CUDA.identity(kind, acc)
     func, pro = map_function(plan, name)
     post = post_function(plan, name)
     then = None if post is not None else then_kernel(plan, name)
@@ -222,98 +214,56 @@ def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
                        plan.out_shape, then)
 
 
-def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
-    body, shape, rows = plan.body, plan.shape, plan.rows
-    rank, folds = len(shape), {r.id for r in plan.reductions}
-    nrows, ncols = math.prod(shape[:rows]), math.prod(shape[rows:])
-    row_dims, col_dims = list(range(rows)), list(range(rows, rank))
-    for n in body.nodes:
-        c_type(n.dtype)
-        if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in folds:
-            _expr(body, n)
-    lines: list[str] = []
+class _Rows(RowEmitter):
+    """A row kernel's sweeps as the block's threads striding over the row's columns (their
+    flat index c), the accumulators combined across the block after each."""
 
-    def w(line: str, depth: int) -> None:
-        lines.append("  " * depth + line)
+    def __init__(self, plan: RowPlan, block: Block) -> None:
+        super().__init__(plan, CUDA, block)
+        rank = len(plan.shape)
+        self.row_dims, self.col_dims = list(range(plan.rows)), list(range(plan.rows, rank))
+        self.ncols = math.prod(plan.shape[plan.rows:])
 
-    def read(a: Access) -> str:
-        coef = _coefficients(a, body[body.params[a.param]].shape)
-        row = _offset(coef, row_dims, shape, "o")
-        col = _offset(coef, col_dims, shape, "c")
+    def read(self, a: Access) -> str:
+        shape = self.plan.shape
+        coef = _coefficients(a, self.body[self.body.params[a.param]].shape)
+        row = _offset(coef, self.row_dims, shape, "o")
+        col = _offset(coef, self.col_dims, shape, "c")
         return f"in{a.param}[{' + '.join(x for x in (row, col) if x != '0') or '0'}]"
 
-    def value(i: int) -> str:
-        n = body[i]
-        if n.op == "parameter":
-            return read(row_access(n, shape, rows, body.params.index(i)))
-        if n.op == "broadcast_in_dim" and body[n.inputs[0]].op == "parameter":
-            src = body[n.inputs[0]]
-            return read(row_access(src, shape, rows, body.params.index(src.id),
-                                   tuple(n.attrs["broadcast_dimensions"])))
-        return f"v{i}"
+    def open_columns(self) -> int:
+        self.b(f"for (long c = threadIdx.x; c < {self.ncols}L; c += blockDim.x) {{")
+        self.b.depth += 1
+        self.b(*_unflatten("c", self.col_dims, self.plan.shape))
+        return 1
 
-    def emit(n: Node, depth: int) -> None:
-        t = c_type(n.dtype)
-        if n.op == "parameter" or (n.op == "broadcast_in_dim"
-                                   and body[n.inputs[0]].op == "parameter"):
-            return
-        if n.op == "constant":
-            w(f"const {t} v{n.id} = {literal(n)};", depth)
-        elif n.op == "broadcast_in_dim":
-            w(f"const {t} v{n.id} = v{n.inputs[0]};", depth)
-        else:
-            w(f"const {t} v{n.id} = ({t})({_expr(body, n)([value(i) for i in n.inputs], n)});", depth)
+    def fold(self, kind: str, acc: str, into: str, value: str) -> None:
+        self.b(f"{into} = _op_{kind}()({into}, {value});")
 
-    cone = plan.cone
+    def combine(self, kind: str, acc: str, into: str) -> None:
+        self.b(f"{into} = _block_reduce({into}, _op_{kind}(), ({c_type(acc)}){CUDA.identity(kind, acc)});")
 
-    def columns(need: set[int], depth: int) -> None:
-        w(f"for (long c = threadIdx.x; c < {ncols}L; c += blockDim.x) {{", depth)
-        for x in _unflatten("c", col_dims, shape):
-            w(x, depth + 1)
-        for n in body.nodes:
-            if n.id in need:
-                emit(n, depth + 1)
+    def store(self, value: str, per_row: bool) -> None:
+        self.b(f"if (threadIdx.x == 0) out[o] = {value};" if per_row
+               else f"out[o * {self.ncols}L + c] = {value};")
 
-    done: set[int] = set()
 
-    def row_values(depth: int) -> None:
-        for n in body.nodes:
-            if n.id in plan.row_level and n.id not in done and n.id not in folds \
-                    and all(i in done or body[i].op == "parameter" for i in n.inputs):
-                emit(n, depth)
-                done.add(n.id)
-
-    ins = _params(body)
-    out = plan.output
-    w(f'extern "C" __global__ void {name}({", ".join(ins)}, '
-      f"{c_type(out.dtype)}* __restrict__ out) {{", 0)
-    w(f"for (long o = blockIdx.x; o < {nrows}L; o += gridDim.x) {{", 1)
-    for x in _unflatten("o", row_dims, shape):
-        w(x, 2)
-    row_values(2)
-    for this_pass in plan.passes:
-        accs = [(r, *accumulation(r)) for r in this_pass]
-        for r, kind, acc in accs:
-            w(f"{c_type(acc)} a{r.id} = {identity(kind, acc)};", 2)
-        columns(cone([r.inputs[0] for r in this_pass]), 2)
-        for r, kind, acc in accs:
-            w(f"a{r.id} = _op_{kind}()(a{r.id}, ({c_type(acc)}){value(r.inputs[0])});", 3)
-        w("}", 2)
-        for r, kind, acc in accs:
-            w(f"a{r.id} = _block_reduce(a{r.id}, _op_{kind}(), "
-              f"({c_type(acc)}){identity(kind, acc)});", 2)
-            w(f"const {c_type(r.dtype)} v{r.id} = ({c_type(r.dtype)})a{r.id};", 2)
-            done.add(r.id)
-        row_values(2)
-    if out.id in plan.row_level:
-        w(f"if (threadIdx.x == 0) out[o] = {value(out.id)};", 2)
-    else:
-        columns(cone([out.id]), 2)
-        w(f"out[o * {ncols}L + c] = {value(out.id)};", 3)
-        w("}", 2)
-    w("}", 1)
-    w("}", 0)
-    return GpuRowCode(name, PREAMBLE + BLOCK_REDUCE + "\n".join(lines) + "\n", nrows, out.dtype,
+def generate_rows(plan: RowPlan, name: str) -> GpuRowCode:
+    """One block per row (grid-stride over the rows): the shared row walk
+    (codegen/kernel_emitter.RowEmitter) with the block's threads sweeping the columns."""
+    body, shape, out = plan.body, plan.shape, plan.output
+    nrows = math.prod(shape[:plan.rows])
+    b = Block(CUDA)
+    emitter = _Rows(plan, b)
+    b(f'extern "C" __global__ void {name}({", ".join(_params(body))}, '
+      f"{c_type(out.dtype)}* __restrict__ out) {{")
+    b.depth = 1
+    with b.block(f"for (long o = blockIdx.x; o < {nrows}L; o += gridDim.x) {{"):
+        b(*_unflatten("o", list(range(plan.rows)), shape))
+        emitter.walk()
+    b.depth = 0
+    b("}")
+    return GpuRowCode(name, PREAMBLE + BLOCK_REDUCE + "\n".join(b.lines) + "\n", nrows, out.dtype,
                       out.shape)
 
 

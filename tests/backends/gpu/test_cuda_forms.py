@@ -32,9 +32,9 @@ def test_cuda_form_reads_every_operand(name: str) -> None:
     ("abs", {}, "f32", "(a0 < 0 ? -a0 : a0)"),
     ("round", {"rounding_method": 0}, "f32", "round(a0)"),
     ("round", {"rounding_method": 1}, "f32", "rint(a0)"),
-    ("convert_element_type", {"new_dtype": "i32"}, "f32", "_to_int<int>(a0)"),
+    ("convert_element_type", {"new_dtype": "i32"}, "f32", "to_int<int>(a0)"),
     ("convert_element_type", {"new_dtype": "f64"}, "f32", "((double)a0)"),
-    ("div", {}, "i32", "_idiv(a0, a1)"),
+    ("div", {}, "i32", "idiv(a0, a1)"),
     ("rem", {}, "f32", "fmod(a0, a1)"),
     ("not", {}, "pred", "(!a0)"),
 ])

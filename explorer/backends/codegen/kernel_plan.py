@@ -1,5 +1,5 @@
-"""The shape of a fused kernel, read off its body graph: what the CPU and GPU code generators
-share.
+"""The shape of a fused kernel, read off its body graph: the kernel IR that the kernel emitter
+(kernel_emitter.py) and the targets' kernel generators read.
 
 A kernel body (explorer/passes/fuse.py) computes, for every point of an iteration space (the
 `loop_shape`), a chain of elementwise ops and broadcasts (the prologue), optionally reduces
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..ir import dtypes
-from ..ir.graph import Attrs, Graph, Node, TensorType
-from ..ir.ops import OPS
-from ..ir.traits import FusionRole
+from ...ir import dtypes
+from ...ir.graph import Attrs, Graph, Node, TensorType
+from ...ir.ops import OPS
+from ...ir.traits import FusionRole
 
 
 class PlanError(ValueError):

@@ -1,6 +1,7 @@
-"""The shape of a fused map-reduce kernel, read off a split loop's body: what the CPU
-(cpu_mapreduce.py) and GPU (gpu/mapreduce.py) generators share (KeOps's Sum, Min/Max,
-ArgMin/ArgMax, ArgKMin and LogSumExp reductions are the model).
+"""The shape of a fused map-reduce kernel, read off a split loop's body: the plan that the one
+map-reduce emitter (mapreduce_emitter.py) renders for the CPU (cpu/mapreduce.py) and the GPU
+(gpu/mapreduce.py). KeOps's Sum, Min/Max, ArgMin/ArgMax, ArgKMin and LogSumExp reductions
+are the model.
 
 A body has this form when it folds a pairwise [I, J] value S over one axis: reductions
 (sum, max, min, argmax, argmin), top_k along J, products S @ V with a small V, and the
@@ -17,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import dtypes
-from ..ir.builder import GraphBuilder
-from ..ir.graph import Attrs, Graph, Node, TensorType
-from ..ir.ops import OPS, dot_dims
-from ..ir.traits import OpKind
+from ...ir import dtypes
+from ...ir.builder import GraphBuilder
+from ...ir.graph import Attrs, Graph, Node, TensorType
+from ...ir.ops import OPS, dot_dims
+from ...ir.traits import OpKind
 from .kernel_plan import PlanError
 
 MAX_FEATURES = 16  # columns of V (accumulators per row) and of a dot's contraction
@@ -304,7 +305,7 @@ def fused_body_peak(body: Graph, generate: Callable[[MapReducePlan, str], object
     bound, summed), or None when the body does not have the form or `generate`, the
     backend's kernel writer, refuses it. The CPU and GPU backends declare this to the
     planner as their `loop_body`: their chunks hold no [I, J] value, so they can be larger."""
-    from ..analysis.memory import plan
+    from ...analysis.memory import plan
 
     try:
         p = plan_mapreduce(body)
