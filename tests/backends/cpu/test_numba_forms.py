@@ -18,7 +18,7 @@ NUMBA = [n for n, form in FORMS.items() if OPS[n].sample is not None and form is
 @pytest.mark.parametrize("name", NUMBA)
 def test_numba_form_matches_the_reference(name: str) -> None:
     pytest.importorskip("numba")
-    from explorer.backends.cpu.kernel_codegen import PRELUDE, np_type
+    from explorer.backends.cpu.numba_dialect import PRELUDE, np_type
 
     inputs, attrs = sample(name)
     n = node_of(name, inputs, attrs)
