@@ -31,6 +31,7 @@ import math
 import os
 import re
 import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -93,7 +94,9 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"k_{key}.py"
         if not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            # written under a name of this process and thread, then renamed into place
+            # (atomic): a process sharing the folder never reads a half-written module
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(text)
             tmp.replace(path)
         spec = importlib.util.spec_from_file_location(f"gambit_kernel_{key}", path)
