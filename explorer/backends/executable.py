@@ -1,84 +1,98 @@
-"""What a generated CPU program (program.py) calls besides the op table's NumPy references and
-its kernels: the casts that give each value its node's element type, and the drivers of
-control flow, whose bodies are generated functions of the same module.
+"""A stage's executable on a program-writing backend: its generated program
+(program_writer.py), or, when the writer cannot write it, the backend's interpreter, with the
+reason in `notes`. The CPU and GPU backends run stages through it.
 
-The drivers follow the interpreter core's semantics (backends/interpreter.py) exactly: a
-`scan` writes each iteration's rows into stacked results allocated once, a `while` runs its
-condition function before each body call, a `conditional` clamps its selector into range.
+A target subclasses `Executable` and supplies how arguments reach it (`prepare`), how the
+program's entry is called (`run_program`), how to wait for its work (`sync`), and one
+measured run (`measure`); the program-or-interpreter choice and everything that follows from
+it is here, once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-import numpy as np
-
-from ...ir import dtypes
-from ...ir.control_ops import scan_groups
-from ...ir.graph import TensorType, TupleType, Type
-
-Body = Callable[..., list[Any]]
+from ..ir.graph import Graph
+from .program_writer import Program, ProgramError
+from .registry import Run
 
 
-def caster(dtype: str, xp: Any = np) -> Callable[[Any], np.ndarray]:
-    """`as_f32(x)`: x as an ndarray of array module `xp` (NumPy; CuPy in GPU programs) and
-    that element type; free when it already is one (a NumPy scalar from a 0-d op, or a
-    Python number, becomes a 0-d array)."""
-    want, array = dtypes.to_numpy(dtype), xp.ndarray
+class Executable:
+    """The generated program of `graph` (`write(graph)`), or the interpreter `interpret(graph)`
+    when the writer raises ProgramError, with the reason in `notes`."""
 
-    def cast(x: Any) -> np.ndarray:
-        if type(x) is array and x.dtype == want:
-            return x
-        return xp.asarray(x, dtype=want)
+    peak_how: ClassVar[str]
+    # what the source says runs a stage the writer could not write
+    interpreter_name: ClassVar[str] = "the interpreter core"
 
-    cast.__name__ = f"as_{dtype}"
-    return cast
+    def __init__(self, graph: Graph, write: Callable[[Graph], Program],
+                 interpret: Callable[[Graph], Any]) -> None:
+        self.graph, self.warm = graph, False
+        self.program: Program | None = None
+        self.interpreter: Any = None
+        try:
+            self.program = write(graph)
+            self.notes = list(self.program.notes)
+        except ProgramError as e:
+            self.interpreter = interpret(graph)
+            self.notes = [f"interpreted: the whole stage ({e})"]
 
+    # ---- what a target supplies
 
-def tuple_caster(casts: Sequence[Callable[[Any], np.ndarray]]) -> Callable[[Any], tuple]:
-    """The cast of a tuple-typed value: each element by its own type."""
+    def prepare(self, args: Sequence[Any]) -> list[Any]:
+        """The arguments as the program takes them (checked against the graph's)."""
+        raise NotImplementedError
 
-    def cast(xs: Any) -> tuple:
-        return tuple(c(x) for c, x in zip(casts, xs, strict=True))
+    def run_program(self, prepared: Sequence[Any]) -> list[Any]:
+        """One call of the program's entry, its work done when it returns."""
+        assert self.program is not None
+        return self.program.fn(*prepared)
 
-    return cast
+    def sync(self) -> None:
+        """Wait until the work launched so far has finished (nothing to wait for here: every
+        call returns when its work is done)."""
 
+    def measure(self, prepared: Sequence[Any]) -> Run:
+        """One measured run of the program (warmed up) on prepared arguments."""
+        raise NotImplementedError
 
-def one_or_tuple(outs: Sequence[Any]) -> Any:
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    # ---- the program, or the interpreter
 
+    @property
+    def source(self) -> str:
+        """The generated program's source (the interpreter's note when there is none)."""
+        if self.program is not None:
+            return self.program.source
+        return f"# runs on {self.interpreter_name}: {'; '.join(self.notes)}\n"
 
-def _elements(t: Type) -> tuple[TensorType, ...]:
-    return t.elements if isinstance(t, TupleType) else (t,)  # type: ignore[return-value]
+    def all_kernels(self) -> list[Any]:
+        if self.program is not None:
+            return self.program.all_kernels()
+        return self.interpreter.all_kernels()
 
+    def execute(self, prepared: Sequence[Any]) -> list[Any]:
+        if self.program is None:
+            return self.interpreter.execute(prepared)
+        return self.run_program(prepared)
 
-def run_scan(body: Body, vals: Sequence[Any], t: Type, length: int, reverse: bool,
-             num_consts: int, num_carry: int, empty: Callable[..., Any] = np.empty) -> Any:
-    """Iteration i calls `body` on the constants, the carries and row i of each scanned
-    input, and writes row i of each stacked result (allocated by `empty`: CuPy's in GPU
-    programs)."""
-    consts, carry, xs = scan_groups(vals, {"num_consts": num_consts, "num_carry": num_carry})
-    ys = [empty(e.shape, dtypes.to_numpy(e.dtype)) for e in _elements(t)[num_carry:]]
-    for step in range(length):
-        i = length - 1 - step if reverse else step
-        outs = body(*consts, *carry, *(x[i] for x in xs))
-        carry = outs[:num_carry]
-        for y, row in zip(ys, outs[num_carry:]):
-            y[i] = row
-        del outs
-    return one_or_tuple([*carry, *ys])
+    def stepped(self, prepared: Sequence[Any], after_step: Any) -> list[Any]:
+        """A bare run calling `after_step(node, value)` after each top-level node: the
+        generated program's measured twin (its `_step` hook), or the interpreter's loop. The
+        caller sets NumPy's error state (the profile does so outside its clock)."""
+        if self.program is None:
+            return self.interpreter.evaluate(prepared, after_step)
+        return self.program.measured(*prepared, after_step)
 
+    def warm_up(self, prepared: Sequence[Any]) -> None:
+        """One run first (kernels compile on their first call: kept out of the figures)."""
+        if not self.warm:
+            self.execute(prepared)
+            self.warm = True
 
-def run_while(cond: Body, body: Body, vals: Sequence[Any]) -> Any:
-    state = list(vals)
-    while bool(cond(*state)[0]):
-        state = body(*state)
-    return one_or_tuple(state)
-
-
-def run_conditional(branches: Sequence[Body], arities: Sequence[int], vals: Sequence[Any]) -> Any:
-    selector = int(vals[0])
-    pick = selector if 0 <= selector < len(branches) else len(branches) - 1
-    start = 1 + sum(arities[:pick])
-    return one_or_tuple(branches[pick](*vals[start:start + arities[pick]]))
+    def run(self, args: Sequence[Any]) -> Run:
+        if self.program is None:
+            return self.interpreter.run(args)
+        prepared = self.prepare(args)
+        self.warm_up(prepared)
+        return self.measure(prepared)

@@ -1,50 +1,59 @@
-"""Output-fusion kernels on the CPU (a `kernel` of kind "output": passes/fuse.py): a dot and
-the elementwise epilogue that alone reads it (a bias, an activation, a scale, a residual add).
+"""Output-fusion kernels, for any target (a `kernel` of kind "output": passes/fuse.py): a dot
+and the elementwise epilogue that alone reads it (a bias, an activation, a scale, a residual
+add).
 
-The dot runs as the program's other dots do (its op row's program form, through the
-program's `matmul`: BLAS), and the epilogue is a generated elementwise kernel over its result
-(kernel_plan.plan_output): the dot's result is the epilogue's last input, and as nothing
-else holds it the epilogue writes over it in place (CompiledKernel's in-place variant). So
-the product is made once, read once and written once, with no second result buffer to fault
-in. The kernel's listed source says so and shows the epilogue's loop nest.
+The dot runs through the target's matrix library (BLAS on the CPU, cuBLAS on the GPU), and
+the epilogue is the target's generated elementwise kernel over its result
+(kernel_plan.plan_output): the dot's result is the epilogue's last input, and as nothing else
+holds it, an epilogue that can write over its input (the CPU's in-place variant) does. So the
+product is made once, read once and written once, with no second result buffer to fault in.
+The kernel's listed source says so and shows the epilogue's code.
+
+A target subclasses `OutputFusion` with `product` (the dot of two operands) and `library`
+(what computes it, for the listing); it passes its kernel compiler for the epilogue.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from ...ir import dtypes
-from ...ir.graph import Attrs, Node
-from ...ir.ops import OPS
-from ..kernel_plan import describe_output, plan_output
-from . import dots
-from .kernels import CompiledKernel, compile_kernel
+from ..ir.graph import Attrs, Node
+from .kernel_plan import describe_output, plan_output
 
 
-class DotKernel:
-    """The dot, then the epilogue in place over its result."""
+class OutputFusion:
+    """The dot, then the epilogue over its result (PlanError when the body is not those)."""
 
     in_place: frozenset[int] = frozenset()  # (its own dot's result, inside)
+    comment = "#"  # how the listing's header lines start
 
-    def __init__(self, node: Node, name: str) -> None:
+    def __init__(self, node: Node, name: str, compile_kernel: Callable[[Node, str], Any]) -> None:
         plan = plan_output(node.attrs["body"])
         self.name, self.body, self.plan = name, node.attrs["body"], plan
-        self.epilogue: CompiledKernel = compile_kernel(
+        self.epilogue = compile_kernel(
             Node(node.id, "kernel", (), Attrs({"body": plan.epilogue, "kind": "loop"}),
                  node.type), f"{name}_epilogue")
         self.dot_seconds = 0.0
-        # the dot as the program writes one (the op row's form for these shapes: no generic
-        # transposes and reshapes per call), with the program's matmul (dots.matmul_for)
-        dot, body = plan.dot, node.attrs["body"]
-        expr = OPS["dot_general"].program(["a", "b"], [body[i].type for i in dot.inputs],
-                                          dot.type, dot.attrs)
-        self.product = eval(f"lambda a, b, matmul: {expr}", {"np": np})  # noqa: S307
-        self.matmul: Any = np.matmul  # (the program sets its own)
-        self.dtype = dtypes.to_numpy(dot.type.dtype)  # type: ignore[union-attr]
+
+    # ---- what a target supplies
+
+    def product(self, a: Any, b: Any) -> Any:
+        """The dot of operands `a` and `b`, an array of the dot's type."""
+        raise NotImplementedError
+
+    @property
+    def library(self) -> str:
+        """What computes the dot (the listing says)."""
+        raise NotImplementedError
+
+    # ----
+
+    @property
+    def reason(self) -> str:
+        """Why the epilogue does not run as generated code ("" when it does)."""
+        return self.epilogue.reason
 
     @property
     def seconds(self) -> float:
@@ -55,15 +64,24 @@ class DotKernel:
         self.epilogue.seconds, self.dot_seconds = value, 0.0
 
     @property
-    def source(self) -> str:
-        head = describe_output(self.name, self.plan, f"BLAS ({dots.what(self.matmul)})")
-        return "".join(f"# {x}\n" for x in head.splitlines()) + self.epilogue.source
+    def timed(self) -> bool:
+        """Whether each call waits for the device and is timed (a GPU's measured run): the
+        epilogue's wait covers the dot's work too."""
+        return bool(getattr(self.epilogue, "timed", False))
 
-    def __call__(self, vals: Sequence[np.ndarray]) -> np.ndarray:
+    @timed.setter
+    def timed(self, value: bool) -> None:
+        self.epilogue.timed = value
+
+    @property
+    def source(self) -> str:
+        head = describe_output(self.name, self.plan, self.library)
+        return "".join(f"{self.comment} {x}\n" for x in head.splitlines()) + self.epilogue.source
+
+    def __call__(self, vals: Sequence[Any]) -> Any:
         t0 = time.perf_counter()
         a, b = self.plan.operands
-        # (an array of the dot's type: a vector product gives NumPy a scalar)
-        product = np.asarray(self.product(vals[a], vals[b], self.matmul), self.dtype)
+        product = self.product(vals[a], vals[b])
         self.dot_seconds += time.perf_counter() - t0
         args: list[Any] = [vals[k] for k in self.plan.kept]
         args.append(product)

@@ -95,7 +95,7 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     """Writing into a dying input, the kernel runs a variant whose loop stores through that
     input itself (one array, so LLVM's alias check passes and the loop vectorizes): an
     output fusion's epilogue over its dot's result."""
-    from explorer.backends.cpu.dot_kernels import DotKernel
+    from explorer.backends.cpu.kernels import BlasOutputFusion
 
     x = np.random.default_rng(5).standard_normal((128, 128)).astype(np.float32)  # DONOR_MIN
     b = np.random.default_rng(6).standard_normal((128,)).astype(np.float32)
@@ -104,7 +104,7 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     got = exe.call(exe.prepare([x, x, b]))[0]
     np.testing.assert_allclose(got, np.maximum(x @ x + b, 0), rtol=1e-5, atol=1e-5)
     (fused,) = exe.all_kernels()
-    assert isinstance(fused, DotKernel) and not fused.in_place
+    assert isinstance(fused, BlasOutputFusion) and not fused.in_place
     k = fused.epilogue
     assert list(k._over) == [next(iter(k.in_place))]  # the variant ran
     (variant,) = k._over.values()

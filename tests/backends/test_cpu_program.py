@@ -18,7 +18,8 @@ import explorer as gx
 from explorer.backends import registry
 from explorer.backends.cpu import CpuInterpreter, CpuProgram
 from explorer.backends.cpu import backend as cpu_backend
-from explorer.backends.cpu.program import ProgramError, generate
+from explorer.backends.cpu.program import generate_program as generate
+from explorer.backends.program_writer import ProgramError
 from explorer.ir.ops import OPS
 from explorer.ir.traits import Emit, OpKind
 
@@ -75,8 +76,8 @@ def test_control_flow_bodies_are_functions_of_the_program(name: str) -> None:
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
     exe = registry.executable(t.final.graph, "cpu")
     assert isinstance(exe, CpuProgram) and exe.program is not None and not exe.notes
-    driver = {"scan": "in one numba function", "while": "the whole loop in one numba function",
-              "cond": "runtime.run_conditional("}[name]
+    driver = {"scan": "in one numba function", "while": "the whole while in one numba function",
+              "cond": "control_flow.run_conditional("}[name]
     assert driver in exe.source
     assert exe.source.count("def ") >= 2  # the bodies are functions of the module
 
@@ -95,7 +96,7 @@ def test_a_stage_the_generator_cannot_write_runs_on_the_interpreter(monkeypatch)
     def refuse(graph, make):  # noqa: ANN001, ANN202
         raise ProgramError("no writer for this")
 
-    monkeypatch.setattr(cpu_backend, "generate", refuse)
+    monkeypatch.setattr(cpu_backend, "generate_program", refuse)
     x = _f32(16, 8)
     t = gx.explore(lambda x: jnp.exp(x).sum(), x)
     exe = cpu_backend.CpuProgram(t.final.graph)
@@ -184,16 +185,16 @@ RNN_ARGS = ({"wh": _f32(6, 6), "wx": _f32(3, 6), "b": _f32(6)}, _f32(9, 4, 3))
 def test_a_scan_runs_as_one_numba_function_and_matches_its_python_body(fn) -> None:
     t = gx.explore(fn, *RNN_ARGS)
     exe = registry.executable(t.final.graph, "cpu")
-    assert exe.program is not None and exe.program.loops
-    assert all(loop.ok for loop in exe.program.loops), [x.reason for x in exe.program.loops]
+    assert exe.program is not None and exe.program.control_flow
+    assert all(loop.ok for loop in exe.program.control_flow), [x.reason for x in exe.program.control_flow]
     assert "in one numba function" in exe.source
     flat = exe.prepare(t.flat_args(RNN_ARGS))
     compiled = exe.execute(flat)
-    kept = [loop.fn for loop in exe.program.loops]
-    for loop in exe.program.loops:  # the same program with each scan's body run per iteration
+    kept = [loop.fn for loop in exe.program.control_flow]
+    for loop in exe.program.control_flow:  # the same program with each scan's body run per iteration
         loop.fn = None
     per_step = exe.execute(flat)
-    for loop, fn_ in zip(exe.program.loops, kept):
+    for loop, fn_ in zip(exe.program.control_flow, kept):
         loop.fn = fn_
     want = jax.tree_util.tree_leaves(jax.jit(fn)(*RNN_ARGS))
     for got, step, w in zip(compiled, per_step, want):
@@ -231,7 +232,7 @@ def test_a_scan_numba_fails_to_type_falls_back_once_and_says_why() -> None:
 
     t = gx.explore(_rnn, *RNN_ARGS)
     exe = cpu_backend.CpuProgram(t.final.graph)
-    (loop,) = exe.program.loops
+    (loop,) = exe.program.control_flow
 
     def refuse(*args):  # noqa: ANN002, ANN202
         raise TypingError("cannot type this")
@@ -670,7 +671,7 @@ def test_a_scans_input_projection_runs_once_before_the_loop() -> None:
     """x @ W of the step's row and a constant reads no carry: loops.hoisted computes it for
     every step at once before the loop (rows of rank 2 and 1, forward and reverse, an empty
     scan), the loop reads its row, and the results are those of the per-iteration body."""
-    from explorer.backends.cpu import loops
+    from explorer.backends.cpu import compiled_control_flow as loops
 
     def vector_rnn(w: jax.Array, u: jax.Array, xs: jax.Array) -> tuple:  # rank-1 rows
         return jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x @ u), h), jnp.zeros(5), xs)
@@ -680,7 +681,7 @@ def test_a_scans_input_projection_runs_once_before_the_loop() -> None:
     for fn, args in cases:
         t = gx.explore(fn, *args)
         exe = cpu_backend.CpuProgram(t.final.graph)
-        (loop,) = exe.program.loops
+        (loop,) = exe.program.control_flow
         assert loop.ok, loop.reason
         assert len(loops.hoisted(loop.node)) == 1  # the input projection, not h @ wh
         assert "one product over all steps" in loop.source and "before the loop" in loop.source
@@ -696,7 +697,7 @@ def test_a_scans_input_projection_runs_once_before_the_loop() -> None:
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     # a product larger than HOIST_MAX_BYTES stays in the loop
     t = gx.explore(_rnn, *RNN_ARGS)
-    (loop,) = cpu_backend.CpuProgram(t.final.graph).program.loops
+    (loop,) = cpu_backend.CpuProgram(t.final.graph).program.control_flow
     saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 9 * 4 * 6 * 4 - 1
     try:
         assert loops.hoisted(loop.node) == {}
@@ -707,7 +708,7 @@ def test_a_scans_input_projection_runs_once_before_the_loop() -> None:
 
 def test_the_memory_plan_counts_a_scans_products_before_the_loop() -> None:
     from explorer.analysis import memory
-    from explorer.backends.cpu import loops
+    from explorer.backends.cpu import compiled_control_flow as loops
 
     t = gx.explore(_rnn, *RNN_ARGS)
     g = t.final.graph
@@ -725,7 +726,7 @@ def _loop_against_its_body(exe, t, args) -> None:  # noqa: ANN001
     """Each compiled loop of `exe` gives what its per-iteration body gives, and JAX's values."""
     flat = exe.prepare(t.flat_args(args))
     got = exe.execute(flat)
-    saved = [(loop, loop.fn) for loop in exe.program.loops]
+    saved = [(loop, loop.fn) for loop in exe.program.control_flow]
     for loop, _ in saved:
         loop.fn = None  # the per-iteration body
     want = exe.execute(flat)
@@ -740,7 +741,7 @@ def test_a_gradients_weight_sums_run_once_after_the_loop() -> None:
     nothing else reads: loops.deferred stacks delta (one buffer for both) and the two
     products run once after the loop, over every step's rows. Rows as the dot's left or
     right operand, forward and reverse, an empty scan; a carry read elsewhere stays."""
-    from explorer.backends.cpu import loops
+    from explorer.backends.cpu import compiled_control_flow as loops
 
     grad = jax.grad(lambda p, xs: _rnn(p, xs)[0].sum())
 
@@ -761,11 +762,11 @@ def test_a_gradients_weight_sums_run_once_after_the_loop() -> None:
                         (read, (_f32(4, 5), _f32(7, 2, 3), _f32(7, 2, 4)), 0)]:
         t = gx.explore(fn, *args)
         exe = cpu_backend.CpuProgram(t.final.graph)
-        assert all(loop.ok for loop in exe.program.loops), [x.reason for x in exe.program.loops]
-        found = [loops.deferred(loop.node) for loop in exe.program.loops]
+        assert all(loop.ok for loop in exe.program.control_flow), [x.reason for x in exe.program.control_flow]
+        found = [loops.deferred(loop.node) for loop in exe.program.control_flow]
         assert sum(map(len, found)) == n, found
         if n:
-            (loop,) = [x for x, f in zip(exe.program.loops, found) if f]
+            (loop,) = [x for x, f in zip(exe.program.control_flow, found) if f]
             assert "one product after the loop" in loop.source
             assert loop.source.count("= np.empty((length,") == 1  # (one stacked value)
         _loop_against_its_body(exe, t, args)

@@ -38,6 +38,7 @@ class HostKernel:
     CUDA; any other kind by the reference interpreter (CuPy builds those)."""
 
     cuda_launches = 0
+    in_place: frozenset[int] = frozenset()  # (never writes over an input)
 
     def __init__(self, node: Node, name: str) -> None:
         self.name, self.body, self.seconds, self.timed, self.reason = \
@@ -98,8 +99,8 @@ def test_a_gpt_block_launches_its_softmax_and_layer_norm_as_cuda_row_kernels() -
 
 def test_scans_run_the_driver_with_device_allocations() -> None:
     _, program, _ = _program("rnn_scan")
-    assert "runtime.run_scan(" in program.source
-    assert program.loops == []  # no numba loop on the GPU
+    assert "control_flow.run_scan(" in program.source
+    assert program.control_flow == []  # no scan compiled whole on the GPU
 
 
 def test_the_measured_twin_reports_every_top_level_node() -> None:
