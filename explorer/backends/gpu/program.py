@@ -14,7 +14,7 @@ line to its last: no Python per node but the module's own lines.
 
 Everything here takes the array module (`xp`) and the kernel compiler as arguments, so the
 same generator runs on the host with NumPy standing in for CuPy
-(tests/backends/test_gpu_program_host.py).
+(tests/backends/gpu/test_program.py).
 """
 
 from __future__ import annotations

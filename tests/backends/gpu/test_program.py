@@ -5,7 +5,7 @@ kernels only CuPy can build (its elementwise and reduction kernels, cuBLAS epilo
 the reference interpreter. What this checks is the program itself: one line per node in
 schedule order, the kernels in order, control flow through the drivers on device
 allocations, split loops on the interpreter, each value dropped after its last use, and the
-zoo's results equal to the reference interpreter's. On a GPU, tests/backends/test_gpu.py
+zoo's results equal to the reference interpreter's. On a GPU, tests/backends/gpu/test_backend.py
 runs the same programs with CuPy."""
 
 from __future__ import annotations
