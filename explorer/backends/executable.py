@@ -78,7 +78,7 @@ class Executable:
 
     def stepped(self, prepared: Sequence[Any], after_step: Any) -> list[Any]:
         """A bare run calling `after_step(node, value)` after each top-level node: the
-        generated program's measured twin (its `_step` hook), or the interpreter's loop. The
+        generated program's measured twin (its `_step` hook), or the interpreter's walk. The
         caller sets NumPy's error state (the profile does so outside its clock)."""
         if self.program is None:
             return self.interpreter.evaluate(prepared, after_step)

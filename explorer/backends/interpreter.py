@@ -83,13 +83,13 @@ class Interpreter:
         return None
 
     def quiet(self) -> contextlib.AbstractContextManager:
-        """The context the loop runs in (NumPy: floating-point warnings off)."""
+        """The context the walk over the nodes runs in (NumPy: floating-point warnings off)."""
         return contextlib.nullcontext()
 
     def chunk(self, x: Any, axis: int, start: int, stop: int) -> Any:
         return chunk_of(x, axis, start, stop)
 
-    # ---- the loop
+    # ---- the walk
 
     def stepped(self, prepared: Sequence[Any], after_step: AfterStep) -> list[Any]:
         """A run on prepared arguments that calls `after_step(node, value)` after each node
@@ -213,7 +213,7 @@ class Interpreter:
         return out
 
     def compile_bodies(self) -> None:
-        """Make the child interpreters of every region now (so kernels inside loops and
+        """Make the child interpreters of every region now (so kernels inside split loops and
         control-flow bodies are compiled and listed before the first run)."""
         for n in self.graph.nodes:
             if n.op == "kernel" and n.id in self.kernels:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..ir.graph import Attrs, Node
-from .kernel_plan import describe_output, plan_output
+from .kernel_plan import PlanError, describe_output, plan_output
 
 
 class OutputFusion:
@@ -36,6 +36,17 @@ class OutputFusion:
             Node(node.id, "kernel", (), Attrs({"body": plan.epilogue, "kind": "loop"}),
                  node.type), f"{name}_epilogue")
         self.dot_seconds = 0.0
+
+    @classmethod
+    def of(cls, node: Node, name: str) -> OutputFusion | None:
+        """Kernel `node` as this output fusion when it is one (of kind "output", a dot and
+        its epilogue), else None (the body is then compiled as it is)."""
+        if node.attrs.get("kind") != "output":
+            return None
+        try:
+            return cls(node, name)  # type: ignore[call-arg]
+        except PlanError:
+            return None
 
     # ---- what a target supplies
 

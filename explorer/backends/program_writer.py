@@ -27,7 +27,7 @@ node, the hook the measurement reads (reference.measured, the GPU's pool reading
 A target subclasses `ProgramWriter` and supplies what differs: `compile_kernel` (its fused
 kernels), `header` (the module's docstring), and where it wants them `op_function` (what
 `ops.X` is), `constant` (where a value computed ahead lives), `laid_out_ahead` (ops it lays
-out when the program is made) and `scan_or_while` (a loop compiled whole). The CPU's writer
+out when the program is made) and `scan_or_while` (a scan or while compiled whole). The CPU's writer
 is cpu/program.py, the GPU's gpu/program.py.
 """
 
@@ -184,7 +184,7 @@ class ProgramWriter:
     def scan_or_while(self, n: Node, target: str, args: str, prefix: str, driver: str,
                       same: str, fallback: Callable[[Sequence[Any]], Any]) -> list[str]:
         """The lines of a scan or while: here the per-iteration `driver`; a target may
-        compile the loop whole instead (keeping `fallback`, the driver as a function of the
+        compile it whole instead (keeping `fallback`, the driver as a function of the
         values, and saying that the bodies are `same` in Python)."""
         return [f"{target} = {driver}"]
 

@@ -375,12 +375,9 @@ class BlasOutputFusion(OutputFusion):
 def compile_kernel(node: Node, name: str) -> Any:
     """The callable of a fused kernel: a CompiledKernel, or for an output fusion (a dot and
     its epilogue) a BlasOutputFusion."""
+    if (fused := BlasOutputFusion.of(node, name)) is not None:
+        return fused
     body = node.attrs["body"]
-    if node.attrs.get("kind") == "output":
-        try:
-            return BlasOutputFusion(node, name)
-        except PlanError:  # (not a dot and its epilogue: the body as it is, below)
-            pass
     k = CompiledKernel(name, body)
     try:
         k.plan = plan_any(body)

@@ -166,13 +166,10 @@ class CublasOutputFusion(OutputFusion):
         return _typed(dot, _dot(a, b, **dot.attrs))
 
 
-def compile_kernel(node: Node, name: str) -> GpuKernel | CublasOutputFusion:
+def compile_kernel(node: Node, name: str) -> GpuKernel | OutputFusion:
+    if (fused := CublasOutputFusion.of(node, name)) is not None:
+        return fused
     body = node.attrs["body"]
-    if node.attrs.get("kind") == "output":
-        try:
-            return CublasOutputFusion(node, name)
-        except PlanError:  # (not a dot and its epilogue: the body as it is, below)
-            pass
     k = GpuKernel(name, body, out_dtype=dtypes.to_numpy(node.type.dtype))  # type: ignore[union-attr]
     try:
         k.code = kernel_code(body, body.name.replace("-", "_"))
