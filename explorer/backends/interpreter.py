@@ -159,25 +159,25 @@ class Interpreter:
     def run_kernel(self, n: Node, vals: Sequence[Any]) -> Any:
         return one_or_tuple(self.child(n).evaluate(vals, consume=isinstance(vals, list)))
 
-    def body(self, n: Node, key: str = "body", index: int = 0) -> Callable[..., list[Any]]:
+    def body_function(self, n: Node, key: str = "body", index: int = 0) -> Callable[..., list[Any]]:
         """One of `n`'s bodies as the control-flow drivers call it: a function of its
         parameters returning its results (its child interpreter made on the first call)."""
         return lambda *args: self.child(n, key, index).evaluate(args)
 
     def run_while(self, n: Node, vals: Sequence[Any]) -> Any:
-        return control_flow.run_while(self.body(n, "cond"), self.body(n), vals)
+        return control_flow.run_while(self.body_function(n, "cond"), self.body_function(n), vals)
 
     def run_conditional(self, n: Node, vals: Sequence[Any]) -> Any:
         branches = n.attrs["branches"]
         return control_flow.run_conditional(
-            [self.body(n, "branches", k) for k in range(len(branches))],
+            [self.body_function(n, "branches", k) for k in range(len(branches))],
             [len(b.params) for b in branches], vals)
 
     def run_scan(self, n: Node, vals: Sequence[Any]) -> Any:
         """Iteration i reads row i of each scanned input and writes row i of each stacked
         result (allocated once), so one iteration's temporaries are live at a time."""
         a = n.attrs
-        return control_flow.run_scan(self.body(n), vals, n.type, a["length"], a["reverse"],
+        return control_flow.run_scan(self.body_function(n), vals, n.type, a["length"], a["reverse"],
                                      a["num_consts"], a["num_carry"], self.xp)
 
     def run_loop(self, n: Node, vals: Sequence[Any]) -> Any:
