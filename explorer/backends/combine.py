@@ -62,6 +62,13 @@ class Arrays:
             return acc
         return acc.at[index].set(value)
 
+    def set_row(self, acc: Any, i: int, row: Any) -> Any:
+        """`acc` with row `i` (of its first axis) set to `row`."""
+        if self.mutable:
+            acc[i] = row
+            return acc
+        return acc.at[i].set(row)
+
     def where(self, win: Any, new: Any, old: Any) -> Any:
         if self.mutable:
             self.xp.copyto(old, new, where=win)

@@ -53,8 +53,8 @@ from ..ir.graph import Graph, Node, TupleType
 from ..options import CompileOptions
 from ..units import format_bytes
 from . import combine
+from .control_flow import one_or_tuple
 from .cpu import CpuBackend, CpuInterpreter
-from .interpreter import one_or_tuple
 from .registry import Backend, BackendError, Run, register
 
 TASKS_PER_THREAD = 4  # ranges per worker thread: enough to balance load and retry cheaply

@@ -3,9 +3,9 @@
 `Interpreter(graph)` walks the graph's nodes in order, binding parameters to arguments,
 computing each node from its inputs and dropping every value right after its last use, so
 the live memory follows the program's schedule. Region ops are handled here once: a `kernel`
-or `call` runs its body (unless the backend compiled the kernel), `while` and `conditional`
-run their bodies as the HLO semantics say, a `scan` runs its body once per row of its scanned
-inputs and writes each iteration's rows into its stacked results, and a split `loop` runs its
+or `call` runs its body (unless the backend compiled the kernel), `while`, `conditional` and
+`scan` run their bodies through the control-flow drivers (control_flow.py, which generated
+programs call too), and a split `loop` runs its
 body chunk by chunk and folds the chunk results with the combiners of backends/combine.py,
 written against the backend's array namespace `xp`.
 
@@ -28,9 +28,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, TupleType
-from ..ir.ops.regions import bodies, scan_groups
-from .combine import Arrays, Combiner, chunk_of, span_types
+from ..ir.graph import Graph, Node
+from ..ir.ops.regions import bodies
+from . import control_flow
+from .combine import Combiner, chunk_of, span_types
+from .control_flow import elements, one_or_tuple
 
 AfterStep = Callable[[Node, object], None]
 
@@ -50,10 +52,6 @@ def last_uses(g: Graph) -> dict[int, list[int]]:
         if n.id not in last and n.id not in keep and n.op != "parameter":
             frees.setdefault(n.id, []).append(n.id)
     return frees
-
-
-def one_or_tuple(outs: Sequence[Any]) -> Any:
-    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 class Interpreter:
@@ -85,13 +83,13 @@ class Interpreter:
         return None
 
     def quiet(self) -> contextlib.AbstractContextManager:
-        """The context the loop runs in (NumPy: floating-point warnings off)."""
+        """The context the walk over the nodes runs in (NumPy: floating-point warnings off)."""
         return contextlib.nullcontext()
 
     def chunk(self, x: Any, axis: int, start: int, stop: int) -> Any:
         return chunk_of(x, axis, start, stop)
 
-    # ---- the loop
+    # ---- the walk
 
     def stepped(self, prepared: Sequence[Any], after_step: AfterStep) -> list[Any]:
         """A run on prepared arguments that calls `after_step(node, value)` after each node
@@ -161,37 +159,26 @@ class Interpreter:
     def run_kernel(self, n: Node, vals: Sequence[Any]) -> Any:
         return one_or_tuple(self.child(n).evaluate(vals, consume=isinstance(vals, list)))
 
+    def body_function(self, n: Node, key: str = "body", index: int = 0) -> Callable[..., list[Any]]:
+        """One of `n`'s bodies as the control-flow drivers call it: a function of its
+        parameters returning its results (its child interpreter made on the first call)."""
+        return lambda *args: self.child(n, key, index).evaluate(args)
+
     def run_while(self, n: Node, vals: Sequence[Any]) -> Any:
-        cond, body = self.child(n, "cond"), self.child(n, "body")
-        state = list(vals)
-        while bool(cond.evaluate(state)[0]):
-            state = body.evaluate(state)
-        return one_or_tuple(state)
+        return control_flow.run_while(self.body_function(n, "cond"), self.body_function(n), vals)
 
     def run_conditional(self, n: Node, vals: Sequence[Any]) -> Any:
         branches = n.attrs["branches"]
-        selector = int(vals[0])
-        pick = selector if 0 <= selector < len(branches) else len(branches) - 1
-        start = sum(len(b.params) for b in branches[:pick])
-        operands = vals[1 + start:1 + start + len(branches[pick].params)]
-        return one_or_tuple(self.child(n, "branches", pick).evaluate(operands))
+        return control_flow.run_conditional(
+            [self.body_function(n, "branches", k) for k in range(len(branches))],
+            [len(b.params) for b in branches], vals)
 
     def run_scan(self, n: Node, vals: Sequence[Any]) -> Any:
         """Iteration i reads row i of each scanned input and writes row i of each stacked
         result (allocated once), so one iteration's temporaries are live at a time."""
         a = n.attrs
-        body, length, nk = self.child(n), a["length"], a["num_carry"]
-        consts, carry, xs = scan_groups(vals, a)
-        types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
-        arrays = Arrays(self.xp)
-        ys = [arrays.empty(t) for t in types[nk:]]  # type: ignore[arg-type]
-        for step in range(length):
-            i = length - 1 - step if a["reverse"] else step
-            outs = body.evaluate([*consts, *carry, *(x[i, ...] for x in xs)])
-            carry = outs[:nk]
-            ys = [arrays.put(y, 0, i, row[None, ...]) for y, row in zip(ys, outs[nk:])]
-            del outs
-        return one_or_tuple([*carry, *ys])
+        return control_flow.run_scan(self.body_function(n), vals, n.type, a["length"], a["reverse"],
+                                     a["num_consts"], a["num_carry"], self.xp)
 
     def run_loop(self, n: Node, vals: Sequence[Any]) -> Any:
         """A split loop: the body on each chunk (the tail body on a shorter last chunk), the
@@ -205,7 +192,7 @@ class Interpreter:
         a = n.attrs
         size, chunk = a["size"], a["chunk"]
         split = dict(a["split_inputs"])
-        types = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
+        types = elements(n.type)
         combiner = Combiner(self.xp, a["combine"], span_types(types, a["combine"], hi - lo))  # type: ignore[arg-type]
         for start in range(lo, hi, chunk):
             stop = min(start + chunk, size)
@@ -226,7 +213,7 @@ class Interpreter:
         return out
 
     def compile_bodies(self) -> None:
-        """Make the child interpreters of every region now (so kernels inside loops and
+        """Make the child interpreters of every region now (so kernels inside split loops and
         control-flow bodies are compiled and listed before the first run)."""
         for n in self.graph.nodes:
             if n.op == "kernel" and n.id in self.kernels:

@@ -31,7 +31,8 @@ from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
 from ..ir.ops.regions import bodies, scan_groups
 from ..options import CompileOptions
-from .interpreter import Interpreter, one_or_tuple
+from .control_flow import one_or_tuple
+from .interpreter import Interpreter
 from .reference import check_args
 from .registry import Backend, Run, register
 from .result import Kernel

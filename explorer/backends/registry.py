@@ -23,7 +23,8 @@ and an Executable has
 
 Adding a backend is one module that subclasses `Backend` (usually with an `Interpreter`
 subclass, backends/interpreter.py) and calls `register(...)`, plus its import in
-backends/__init__.py.
+backends/__init__.py. A backend that generates programs (cpu/, gpu/) adds a `ProgramWriter`
+subclass (program_writer.py) and an `Executable` subclass (executable.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The GPU backend (CuPy): backend.py registers it as the "gpu" backend and runs a stage as
-one generated program (program.py: the CPU backend's program writer, writing for the device);
+one generated program (program.py: the GPU writer of backends/program_writer.py);
 codegen.py writes fused kernels as CuPy kernel definitions, reduce.py the reductions that
 span more than one block as two-stage grid reductions and row kernels (softmax, layer norm)
 as one block per row, mapreduce.py split bodies as one RawKernel. The code generators only

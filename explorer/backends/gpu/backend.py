@@ -28,14 +28,15 @@ from typing import Any
 import numpy as np
 
 from ...ir import dtypes
-from ...ir.graph import Attrs, Graph, Node, TupleType
+from ...ir.graph import Graph, Node, TupleType
 from ...ir.ops import OPS
 from ...options import CompileOptions
 from .. import reference
-from ..codegen.kernel_plan import Access, PlanError, RowPlan, describe_output, plan_any, plan_output
-from ..cpu.program import Program, ProgramError
+from ..codegen.kernel_plan import Access, PlanError, RowPlan, plan_any
+from ..executable import Executable
 from ..interpreter import Interpreter
 from ..numpy_temporaries import workspace_bytes
+from ..output_fusion import OutputFusion
 from ..reference import check_args
 from ..registry import Backend, Run, Step, register
 from ..result import Kernel
@@ -94,6 +95,7 @@ class GpuKernel:
     seconds: float = 0.0
     out_dtype: Any = None
     timed: bool = False  # (set for a measured run: each call waits for the device, timed)
+    in_place: frozenset[int] = frozenset()  # (a result is never written over an input)
 
     @property
     def source(self) -> str:
@@ -149,40 +151,25 @@ class GpuKernel:
         return out
 
 
-class GpuDotKernel:
-    """An output fusion (kernel_plan.plan_output): the dot through cuBLAS, then the epilogue
-    as a generated elementwise kernel over its result."""
+class CublasOutputFusion(OutputFusion):
+    """An output fusion (output_fusion.py) on the GPU: the dot through cuBLAS, then the
+    epilogue as a generated elementwise kernel over its result."""
+
+    comment = "//"
+    library = "cuBLAS"  # type: ignore[assignment]
 
     def __init__(self, node: Node, name: str) -> None:
-        self.plan = plan_output(node.attrs["body"])
-        self.name, self.body, self.seconds, self.timed = name, node.attrs["body"], 0.0, False
-        self.epilogue = compile_kernel(
-            Node(node.id, "kernel", (), Attrs({"body": self.plan.epilogue, "kind": "loop"}),
-                 node.type), f"{name}_epilogue")
+        super().__init__(node, name, compile_kernel)
 
-    @property
-    def source(self) -> str:
-        head = describe_output(self.name, self.plan, "cuBLAS")
-        return "".join(f"// {x}\n" for x in head.splitlines()) + self.epilogue.source
-
-    def __call__(self, vals: Sequence[Any]) -> Any:
-        t0 = time.perf_counter()
+    def product(self, a: Any, b: Any) -> Any:
         dot = self.plan.dot
-        product = _typed(dot, _dot(*(vals[k] for k in self.plan.operands), **dot.attrs))
-        out = self.epilogue([vals[k] for k in self.plan.kept] + [product])
-        if self.timed:
-            sync()
-            self.seconds += time.perf_counter() - t0
-        return out
+        return _typed(dot, _dot(a, b, **dot.attrs))
 
 
-def compile_kernel(node: Node, name: str) -> GpuKernel | GpuDotKernel:
+def compile_kernel(node: Node, name: str) -> GpuKernel | OutputFusion:
+    if (fused := CublasOutputFusion.of(node, name)) is not None:
+        return fused
     body = node.attrs["body"]
-    if node.attrs.get("kind") == "output":
-        try:
-            return GpuDotKernel(node, name)
-        except PlanError:  # (not a dot and its epilogue: the body as it is, below)
-            pass
     k = GpuKernel(name, body, out_dtype=dtypes.to_numpy(node.type.dtype))  # type: ignore[union-attr]
     try:
         k.code = kernel_code(body, body.name.replace("-", "_"))
@@ -276,45 +263,26 @@ class GpuInterpreter(Interpreter):
                        self.all_kernels(), self.memory_limit)
 
 
-class GpuProgram:
-    """A stage's executable on the GPU backend: its generated program (program.py), whose
-    lines launch the kernels and cuBLAS in order on device arrays; or (when the generator
-    cannot write it) the GpuInterpreter, with the reason in `notes`."""
+class GpuProgram(Executable):
+    """A stage's executable on the GPU backend (executable.py): its generated program
+    (program.py), whose lines launch the kernels and cuBLAS in order on device arrays; or
+    (when the writer cannot write it) the GpuInterpreter, with the reason in `notes`."""
 
     peak_how = GpuInterpreter.peak_how
+    interpreter_name = "the GPU interpreter"
 
     def __init__(self, graph: Graph, memory_limit: int | None = None) -> None:
-        self.graph, self.memory_limit, self.warm = graph, memory_limit, False
-        self.program: Program | None = None
-        self.interpreter: GpuInterpreter | None = None
-        try:
-            self.program = generate_program(graph, _cp(), compile_kernel, GpuInterpreter)
-            self.notes = list(self.program.notes)
-        except ProgramError as e:
-            self.interpreter = GpuInterpreter(graph, memory_limit=memory_limit)
-            self.notes = [f"interpreted: the whole stage ({e})"]
-
-    @property
-    def source(self) -> str:
-        if self.program is not None:
-            return self.program.source
-        return f"# runs on the GPU interpreter: {'; '.join(self.notes)}\n"
-
-    def all_kernels(self) -> list[Any]:
-        if self.program is not None:
-            return self.program.all_kernels()
-        assert self.interpreter is not None
-        return self.interpreter.all_kernels()
+        self.memory_limit = memory_limit
+        super().__init__(graph,
+                         lambda g: generate_program(g, _cp(), compile_kernel, GpuInterpreter),
+                         lambda g: GpuInterpreter(g, memory_limit=memory_limit))
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         cp = _cp()
         return [to_device(cp, a) for a in check_args(self.graph, args)]
 
-    def execute(self, prepared: Sequence[Any]) -> list[Any]:
-        if self.program is None:
-            assert self.interpreter is not None
-            return self.interpreter.execute(prepared)
-        outs = self.program.fn(*prepared)
+    def run_program(self, prepared: Sequence[Any]) -> list[Any]:
+        outs = self.program.fn(*prepared)  # type: ignore[union-attr]
         sync()
         return outs
 
@@ -323,22 +291,14 @@ class GpuProgram:
         the program."""
         return self.execute(self.prepare(flat))
 
-    def stepped(self, prepared: Sequence[Any], after_step: Any) -> list[Any]:
-        if self.program is None:
-            assert self.interpreter is not None
-            return self.interpreter.evaluate(prepared, after_step)
-        return self.program.measured(*prepared, after_step)
-
     def sync(self) -> None:
         sync()
 
-    def run(self, args: Sequence[np.ndarray]) -> Run:
-        if self.program is None:
-            assert self.interpreter is not None
-            return self.interpreter.run(args)
-        device_args = self.prepare(args)
-        self.execute(device_args)  # compile the kernels and warm up
-        return measure(self.graph, device_args, lambda hook: self.stepped(device_args, hook),
+    def warm_up(self, prepared: Sequence[Any]) -> None:
+        self.execute(prepared)  # compile the kernels and warm up (before every measured run)
+
+    def measure(self, prepared: Sequence[Any]) -> Run:
+        return measure(self.graph, prepared, lambda hook: self.stepped(prepared, hook),
                        self.all_kernels(), self.memory_limit, self.source)
 
 

@@ -1,35 +1,32 @@
 """The GPU backend's program: a stage as one generated Python module, as on the CPU backend.
 
-The CPU backend's writer (cpu/program.py) walks the stage in schedule order and writes one
-line per node, deleting each value after its last use; this module is the GPU target of
+The program writer (backends/program_writer.py) walks the stage in schedule order and writes
+one line per node, deleting each value after its last use; this module is the GPU target of
 that one walk. Its lines call the generated CUDA kernels (`fused_3([v1, v2])`: CuPy kernels,
 grid reductions and row kernels, reduce.py), cuBLAS through `cupy.matmul` for dots, and for
 every other op its NumPy reference on device arrays (`ops.X`: NumPy hands CuPy arrays to
 CuPy through `__array_function__`; an op CuPy lacks runs on the host and comes back, as in
 the interpreter); control flow runs the same drivers with device allocations; split loops
 stay with the GPU interpreter (one node each, noted in the module); constants, and values
-that depend on no parameter (cpu/program.py), go to the
+that depend on no parameter (program_writer.py), go to the
 device once, when the program is made. Values stay on the device from the program's first
 line to its last: no Python per node but the module's own lines.
 
 Everything here takes the array module (`xp`) and the kernel compiler as arguments, so the
 same generator runs on the host with NumPy standing in for CuPy
-(tests/backends/test_gpu_program_host.py).
+(tests/backends/gpu/test_program.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
-from types import SimpleNamespace
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
-from ..cpu import runtime
-from ..cpu.program import Program, _ident, _Writer, generate
+from ..program_writer import Program, ProgramWriter, generate
 
 HEADER = '''"""The generated program of @{name} (gambit-explorer's GPU backend): one line per node, in
 schedule order, every value on the device; `ops.X` is op X's NumPy reference on device arrays
@@ -75,55 +72,25 @@ def device_op(ref: Callable[..., Any], xp: Any) -> Callable[..., Any]:
     return run
 
 
-class GpuWriter(_Writer):
-    """The CPU backend's program writer, writing for the device: kernels from
-    `compile_kernel(node, name)`, arrays of `xp`, loops through the drivers (no numba)."""
+class GpuWriter(ProgramWriter):
+    """The program writer (program_writer.py) writing for the device: kernels from
+    `compile_kernel(node, name)`, arrays of `xp`, scans and whiles through the drivers."""
 
-    lays_out_ahead = False  # (numba loops and LAPACK on the host: not for device arrays)
+    fallback_words = "on the host"  # a kernel with no CUDA form runs its host reference
 
     def __init__(self, make_interpreter: Callable[[Graph], Any], xp: Any,
                  compile_kernel: Callable[[Node, str], Any], reuse: GpuWriter | None = None) -> None:
-        super().__init__(make_interpreter, xp.matmul, reuse)
-        self.xp, self.compile_kernel = xp, compile_kernel
+        super().__init__(make_interpreter, xp.matmul, reuse, xp)
+        self.compile_kernel = compile_kernel  # type: ignore[method-assign]
         if reuse is None:
-            self.ns["runtime"] = SimpleNamespace(
-                one_or_tuple=runtime.one_or_tuple, run_while=runtime.run_while,
-                run_conditional=runtime.run_conditional,
-                run_scan=partial(runtime.run_scan, empty=xp.empty))
             self.ns["xp"] = xp
 
-    def op(self, name: str) -> str:
-        ops, attr = self.ns["ops"], _ident(name)
-        if not hasattr(ops, attr):
-            setattr(ops, attr, device_op(OPS[name].ref, self.xp))
-        return f"ops.{attr}"
-
-    def caster(self, dtype: str) -> Callable[[Any], Any]:
-        return runtime.caster(dtype, self.xp)
+    def op_function(self, name: str) -> Callable[..., Any]:
+        return device_op(OPS[name].ref, self.xp)
 
     def constant(self, value: np.ndarray) -> Any:
         """A value computed ahead goes to the device once, when the program is made."""
         return to_device(self.xp, value)
-
-    def region(self, n: Node, target: str, ins: list[str], dying: Sequence[int],
-               prefix: str) -> list[str]:
-        if n.op != "kernel":
-            return super().region(n, target, ins, dying, prefix)
-        body = n.attrs["body"]
-        k = (next(self.reuse_kernels) if self.reuse_kernels is not None
-             else self.compile_kernel(n, f"{prefix}{body.name}"))
-        self.kernels.append(k)
-        if getattr(k, "reason", ""):  # no CUDA form: the body runs on the host reference
-            where = f" at {n.source.file}:{n.source.line}" if n.source else ""
-            self.notes.append(f"on the host: kernel {body.name} %{n.id}{where} ({k.reason})")
-        fn = self.bind(body.name, k)
-        return [f"{target} = {self.cast(n.type)}({fn}([{', '.join(ins)}]))"]
-
-    def loop(self, n: Node, target: str, args: str, prefix: str, driver: str, same: str,
-             fallback: Callable[[Sequence[Any]], Any]) -> list[str]:
-        """A scan or while: the driver, each iteration calling the body's function (its
-        kernels on the device; no numba loop on the GPU)."""
-        return [f"{target} = {driver}"]
 
     def header(self, graph: Graph) -> str:
         return HEADER.format(name=graph.name, xp=self.xp.__name__,
@@ -134,5 +101,4 @@ def generate_program(graph: Graph, xp: Any, compile_kernel: Callable[[Node, str]
                      make_interpreter: Callable[[Graph], Any]) -> Program:
     """The GPU program of `graph` over arrays of `xp` (ProgramError when it cannot be
     written)."""
-    return generate(graph, make_interpreter,
-                    lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel, reuse))  # type: ignore[arg-type]
+    return generate(graph, lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel, reuse))  # type: ignore[arg-type]

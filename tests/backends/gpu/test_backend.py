@@ -56,7 +56,7 @@ def test_an_output_fusion_is_cublas_then_its_epilogue_as_generated_cuda() -> Non
     (k,) = kernels_of(t.final.graph)
     assert k.attrs["kind"] == "output"
     fused = gpu.compile_kernel(k, "dense_relu")
-    assert isinstance(fused, gpu.GpuDotKernel)
+    assert isinstance(fused, gpu.CublasOutputFusion)
     assert fused.epilogue.code is not None and fused.epilogue.code.kind == "elementwise"
     assert "by cuBLAS" in fused.source and "in0 = the kernel's in2, in1 = dot" in fused.source
 

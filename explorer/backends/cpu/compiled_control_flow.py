@@ -1,6 +1,7 @@
-"""Loops compiled whole: a `scan` or `while` whose body (and condition) the generator can take
-runs as one numba function over all its iterations, as XLA runs a loop, with no Python per
-step.
+"""Scans and whiles compiled whole: a `scan` or `while` whose body (and condition) the
+generator can take runs as one numba function over all its iterations, as XLA runs one, with
+no Python per step (the program writer's per-iteration drivers, control_flow.py, are the
+fall-back).
 
 The function is one generated module: the body's fused kernels (their generated source,
 renamed), then a loop over the iterations that calls them, BLAS dots through numba's np.dot,
@@ -46,10 +47,10 @@ from ...ir.graph import Attrs, Graph, Node, TensorType, TupleType
 from ...ir.ops import OPS
 from ...ir.traits import OpKind
 from ..codegen.kernel_plan import KernelPlan, PlanError, plan_any
+from ..control_flow import one_or_tuple
 from .kernel_codegen import KERNEL, accumulator
-from .kernels import CpuKernelCode, _code_of, load
+from .kernels import CpuKernelCode, code_of, load
 from .numba_dialect import NUMBA, np_type
-from .runtime import one_or_tuple
 
 REDUCE = {"reduce_sum": "{acc} + {x}", "reduce_max": "maximum({acc}, {x})",
           "reduce_min": "minimum({acc}, {x})"}
@@ -223,7 +224,7 @@ class _Body:
                 w(f"{target} = np.ascontiguousarray({expr})")
         elif n.op in ("reshape", "transpose"):
             w(f"{target} = {row.program(ins, [self.g[i].type for i in n.inputs], t, n.attrs)}")
-        elif n.op in REDUCE and _code_of((alone := _alone(n, self.g)).attrs["body"]) is not None:
+        elif n.op in REDUCE and code_of((alone := _alone(n, self.g)).attrs["body"]) is not None:
             # as the kernel generator writes a reduction (vectorized, a wide accumulator):
             # a plain fold into the result ran one dependent add at a time (an RNN's row
             # sums took 40% of its scan)
@@ -263,7 +264,7 @@ class _Body:
 
     def kernel(self, n: Node, target: str, ins: list[str]) -> None:
         body = n.attrs["body"]
-        code = _code_of(body)  # (the same cached code the program's kernels run)
+        code = code_of(body)  # (the same cached code the program's kernels run)
         if code is None:
             raise Unsupported(f"{n.describe()}: a kernel the generator cannot write")
         plan = plan_any(body)
@@ -408,8 +409,8 @@ def generate_while(n: Node, prefix: str) -> tuple[str, dict[str, Any], dict[str,
     return source, {**c.globals, **b.globals}, arrays
 
 
-class CompiledLoop:
-    """A scan or while node's compiled loop, called as the program's driver is:
+class CompiledControlFlow:
+    """A scan or while node compiled whole, called as the program's driver is:
     (vals) -> results; `fallback` (the per-iteration Python driver) where numba fails."""
 
     def __init__(self, n: Node, name: str) -> None:

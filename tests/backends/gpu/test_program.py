@@ -5,7 +5,7 @@ kernels only CuPy can build (its elementwise and reduction kernels, cuBLAS epilo
 the reference interpreter. What this checks is the program itself: one line per node in
 schedule order, the kernels in order, control flow through the drivers on device
 allocations, split loops on the interpreter, each value dropped after its last use, and the
-zoo's results equal to the reference interpreter's. On a GPU, tests/backends/test_gpu.py
+zoo's results equal to the reference interpreter's. On a GPU, tests/backends/gpu/test_backend.py
 runs the same programs with CuPy."""
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class HostKernel:
     CUDA; any other kind by the reference interpreter (CuPy builds those)."""
 
     cuda_launches = 0
+    in_place: frozenset[int] = frozenset()  # (never writes over an input)
 
     def __init__(self, node: Node, name: str) -> None:
         self.name, self.body, self.seconds, self.timed, self.reason = \
@@ -98,8 +99,8 @@ def test_a_gpt_block_launches_its_softmax_and_layer_norm_as_cuda_row_kernels() -
 
 def test_scans_run_the_driver_with_device_allocations() -> None:
     _, program, _ = _program("rnn_scan")
-    assert "runtime.run_scan(" in program.source
-    assert program.loops == []  # no numba loop on the GPU
+    assert "control_flow.run_scan(" in program.source
+    assert program.control_flow == []  # no scan compiled whole on the GPU
 
 
 def test_the_measured_twin_reports_every_top_level_node() -> None:

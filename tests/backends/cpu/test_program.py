@@ -5,8 +5,6 @@ visible note, and calls that trace once per signature."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
 from unittest import mock
 
 import jax
@@ -18,7 +16,8 @@ import explorer as gx
 from explorer.backends import registry
 from explorer.backends.cpu import CpuInterpreter, CpuProgram
 from explorer.backends.cpu import backend as cpu_backend
-from explorer.backends.cpu.program import ProgramError, generate
+from explorer.backends.cpu.program import generate_program as generate
+from explorer.backends.program_writer import ProgramError
 from explorer.ir.ops import OPS
 from explorer.ir.traits import Emit, OpKind
 
@@ -75,8 +74,8 @@ def test_control_flow_bodies_are_functions_of_the_program(name: str) -> None:
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
     exe = registry.executable(t.final.graph, "cpu")
     assert isinstance(exe, CpuProgram) and exe.program is not None and not exe.notes
-    driver = {"scan": "in one numba function", "while": "the whole loop in one numba function",
-              "cond": "runtime.run_conditional("}[name]
+    driver = {"scan": "in one numba function", "while": "the whole while in one numba function",
+              "cond": "control_flow.run_conditional("}[name]
     assert driver in exe.source
     assert exe.source.count("def ") >= 2  # the bodies are functions of the module
 
@@ -95,7 +94,7 @@ def test_a_stage_the_generator_cannot_write_runs_on_the_interpreter(monkeypatch)
     def refuse(graph, make):  # noqa: ANN001, ANN202
         raise ProgramError("no writer for this")
 
-    monkeypatch.setattr(cpu_backend, "generate", refuse)
+    monkeypatch.setattr(cpu_backend, "generate_program", refuse)
     x = _f32(16, 8)
     t = gx.explore(lambda x: jnp.exp(x).sum(), x)
     exe = cpu_backend.CpuProgram(t.final.graph)
@@ -166,83 +165,6 @@ def test_compile_retraces_for_a_new_static_value() -> None:
     assert len(f.traces) == 3
 
 
-# ---------------------------------------------------------------- whole scans in numba (loops.py)
-
-
-def _rnn(p: dict, xs: jax.Array) -> tuple:
-    def step(h: jax.Array, x: jax.Array) -> tuple:
-        h = jnp.tanh(h @ p["wh"] + x @ p["wx"] + p["b"])
-        return h, (h.sum(-1), jnp.maximum(h, 0.0).max(0) - 1.0)
-
-    return jax.lax.scan(step, jnp.zeros((4, 6), xs.dtype), xs, reverse=True)
-
-
-RNN_ARGS = ({"wh": _f32(6, 6), "wx": _f32(3, 6), "b": _f32(6)}, _f32(9, 4, 3))
-
-
-@pytest.mark.parametrize("fn", [_rnn, jax.grad(lambda p, xs: _rnn(p, xs)[0].sum())], ids=["rnn", "grad"])
-def test_a_scan_runs_as_one_numba_function_and_matches_its_python_body(fn) -> None:
-    t = gx.explore(fn, *RNN_ARGS)
-    exe = registry.executable(t.final.graph, "cpu")
-    assert exe.program is not None and exe.program.loops
-    assert all(loop.ok for loop in exe.program.loops), [x.reason for x in exe.program.loops]
-    assert "in one numba function" in exe.source
-    flat = exe.prepare(t.flat_args(RNN_ARGS))
-    compiled = exe.execute(flat)
-    kept = [loop.fn for loop in exe.program.loops]
-    for loop in exe.program.loops:  # the same program with each scan's body run per iteration
-        loop.fn = None
-    per_step = exe.execute(flat)
-    for loop, fn_ in zip(exe.program.loops, kept):
-        loop.fn = fn_
-    want = jax.tree_util.tree_leaves(jax.jit(fn)(*RNN_ARGS))
-    for got, step, w in zip(compiled, per_step, want):
-        np.testing.assert_allclose(got, step, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
-    assert any("whole scan" in k.source for k in t.run(backend="cpu").kernels)
-
-
-def test_a_scan_body_numba_does_not_take_runs_per_iteration_with_its_reason() -> None:
-    def cumulative(xs: jax.Array) -> jax.Array:  # a sort: no numba form in a compiled scan
-        return jax.lax.scan(lambda c, x: (c + jnp.sort(x)[0], c), jnp.float32(0), xs)
-
-    xs = _f32(5, 3)
-    t = gx.explore(cumulative, xs)
-    r = t.run(backend="cpu")
-    for got, w in zip(jax.tree_util.tree_leaves(r.value), jax.tree_util.tree_leaves(cumulative(xs))):
-        np.testing.assert_allclose(got, w, rtol=1e-5)
-    assert "# per iteration: %" in r.program and "sort inside a compiled scan" in r.program
-
-
-def test_scalar_carries_and_rows_stay_numba_scalars() -> None:
-    def running(xs: jax.Array, k: jax.Array) -> tuple:  # 0-d carry, rows and constant
-        return jax.lax.scan(lambda c, x: (c * k + x.sum(), (c, x.max())), jnp.float32(1), xs)
-
-    xs, k = _f32(6, 3), np.float32(0.5)
-    t = gx.explore(running, xs, k)
-    r = t.run(backend="cpu")
-    assert "in one numba function" in r.program, r.program
-    for got, w in zip(jax.tree_util.tree_leaves(r.value), jax.tree_util.tree_leaves(running(xs, k))):
-        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
-
-
-def test_a_scan_numba_fails_to_type_falls_back_once_and_says_why() -> None:
-    from numba.core.errors import TypingError
-
-    t = gx.explore(_rnn, *RNN_ARGS)
-    exe = cpu_backend.CpuProgram(t.final.graph)
-    (loop,) = exe.program.loops
-
-    def refuse(*args):  # noqa: ANN002, ANN202
-        raise TypingError("cannot type this")
-
-    loop.fn = refuse
-    got = exe.execute(exe.prepare(t.flat_args(RNN_ARGS)))
-    assert loop.fn is None and loop.reason.startswith("numba: cannot type this")
-    for g, w in zip(got, jax.tree_util.tree_leaves(_rnn(*RNN_ARGS))):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-
-
 def test_the_kernels_tab_lists_the_program_first() -> None:
     from explorer.view.runs import RunLog
 
@@ -256,15 +178,6 @@ def test_the_kernels_tab_lists_the_program_first() -> None:
     assert len(rows) == 1 + len(t.run(backend="cpu").kernels)
     log.run(last, "reference")  # the interpreter generates no program
     assert [r["name"] for r in log.kernels(last)].count("the program") == 1
-
-
-def test_a_kernel_reads_a_transposed_input_through_a_contiguous_copy_the_plan_counts() -> None:
-    x = _f32(128, 96)
-    t = gx.explore(lambda x: jnp.tanh(x.T * 2.0) + 1.0, x, pipeline=["fuse"])
-    r = t.run(backend="cpu")
-    np.testing.assert_allclose(r.value, np.tanh(x.T * 2) + 1, rtol=1e-5, atol=1e-6)
-    assert r.peak_bytes <= t.final.memory.peak_bytes + 32 * 1024
-    assert t.final.memory.peak_bytes >= x.nbytes  # the copy is planned
 
 
 def test_programs_that_call_lapack_run_their_dots_on_scipys_blas() -> None:
@@ -666,149 +579,6 @@ def test_a_gather_at_indices_computed_ahead_is_laid_out_when_the_program_is_made
         np.testing.assert_allclose(p.fn(x)[0], want, rtol=1e-6)
 
 
-def test_a_scans_input_projection_runs_once_before_the_loop() -> None:
-    """x @ W of the step's row and a constant reads no carry: loops.hoisted computes it for
-    every step at once before the loop (rows of rank 2 and 1, forward and reverse, an empty
-    scan), the loop reads its row, and the results are those of the per-iteration body."""
-    from explorer.backends.cpu import loops
-
-    def vector_rnn(w: jax.Array, u: jax.Array, xs: jax.Array) -> tuple:  # rank-1 rows
-        return jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x @ u), h), jnp.zeros(5), xs)
-
-    cases = [(_rnn, RNN_ARGS), (vector_rnn, (_f32(5, 5), _f32(3, 5), _f32(7, 3))),
-             (vector_rnn, (_f32(5, 5), _f32(3, 5), _f32(0, 3)))]
-    for fn, args in cases:
-        t = gx.explore(fn, *args)
-        exe = cpu_backend.CpuProgram(t.final.graph)
-        (loop,) = exe.program.loops
-        assert loop.ok, loop.reason
-        assert len(loops.hoisted(loop.node)) == 1  # the input projection, not h @ wh
-        assert "one product over all steps" in loop.source and "before the loop" in loop.source
-        flat = exe.prepare(t.flat_args(args))
-        got = exe.execute(flat)
-        fn_ = loop.fn
-        loop.fn = None  # the per-iteration body
-        want = exe.execute(flat)
-        loop.fn = fn_
-        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(fn(*args))):
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-    # a product larger than HOIST_MAX_BYTES stays in the loop
-    t = gx.explore(_rnn, *RNN_ARGS)
-    (loop,) = cpu_backend.CpuProgram(t.final.graph).program.loops
-    saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 9 * 4 * 6 * 4 - 1
-    try:
-        assert loops.hoisted(loop.node) == {}
-        assert "before the loop" not in loops.generate_scan(loop.node, "")[0]
-    finally:
-        loops.HOIST_MAX_BYTES = saved
-
-
-def test_the_memory_plan_counts_a_scans_products_before_the_loop() -> None:
-    from explorer.analysis import memory
-    from explorer.backends.cpu import loops
-
-    t = gx.explore(_rnn, *RNN_ARGS)
-    g = t.final.graph
-    (scan,) = [n for n in g.nodes if n.op == "scan"]
-    assert loops.hoisted_bytes(scan) == 9 * 4 * 6 * 4  # length x the (4, 6) f32 product
-    saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 0
-    try:
-        without = memory.plan(g, "cpu").peak_bytes
-    finally:
-        loops.HOIST_MAX_BYTES = saved
-    assert memory.plan(g, "cpu").peak_bytes >= without + 9 * 4 * 6 * 4 - 4 * 6 * 4
-
-
-def _loop_against_its_body(exe, t, args) -> None:  # noqa: ANN001
-    """Each compiled loop of `exe` gives what its per-iteration body gives, and JAX's values."""
-    flat = exe.prepare(t.flat_args(args))
-    got = exe.execute(flat)
-    saved = [(loop, loop.fn) for loop in exe.program.loops]
-    for loop, _ in saved:
-        loop.fn = None  # the per-iteration body
-    want = exe.execute(flat)
-    for loop, fn in saved:
-        loop.fn = fn
-    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-
-
-def test_a_gradients_weight_sums_run_once_after_the_loop() -> None:
-    """An RNN gradient's backward scan adds h_prev^T @ delta and x^T @ delta to carries that
-    nothing else reads: loops.deferred stacks delta (one buffer for both) and the two
-    products run once after the loop, over every step's rows. Rows as the dot's left or
-    right operand, forward and reverse, an empty scan; a carry read elsewhere stays."""
-    from explorer.backends.cpu import loops
-
-    grad = jax.grad(lambda p, xs: _rnn(p, xs)[0].sum())
-
-    def right(w: jax.Array, xs: jax.Array, ds: jax.Array) -> jax.Array:  # delta^T @ x
-        def step(acc: jax.Array, xd: tuple) -> tuple:
-            x, d = xd
-            return acc + jnp.tanh(d @ w).T @ x, x.sum()
-        return jax.lax.scan(step, jnp.zeros((5, 3)), (xs, ds))
-
-    def read(w: jax.Array, xs: jax.Array, ds: jax.Array) -> jax.Array:  # the carry is read
-        def step(acc: jax.Array, xd: tuple) -> tuple:
-            x, d = xd
-            return acc + x.T @ jnp.tanh(d @ w), acc.sum()
-        return jax.lax.scan(step, jnp.zeros((3, 5)), (xs, ds), reverse=True)
-
-    for fn, args, n in [(grad, RNN_ARGS, 2), (right, (_f32(4, 5), _f32(7, 2, 3), _f32(7, 2, 4)), 1),
-                        (right, (_f32(4, 5), _f32(0, 2, 3), _f32(0, 2, 4)), 1),
-                        (read, (_f32(4, 5), _f32(7, 2, 3), _f32(7, 2, 4)), 0)]:
-        t = gx.explore(fn, *args)
-        exe = cpu_backend.CpuProgram(t.final.graph)
-        assert all(loop.ok for loop in exe.program.loops), [x.reason for x in exe.program.loops]
-        found = [loops.deferred(loop.node) for loop in exe.program.loops]
-        assert sum(map(len, found)) == n, found
-        if n:
-            (loop,) = [x for x, f in zip(exe.program.loops, found) if f]
-            assert "one product after the loop" in loop.source
-            assert loop.source.count("= np.empty((length,") == 1  # (one stacked value)
-        _loop_against_its_body(exe, t, args)
-        for g, w in zip(jax.tree_util.tree_leaves(exe.execute(exe.prepare(t.flat_args(args)))),
-                        jax.tree_util.tree_leaves(fn(*args))):
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-    t = gx.explore(grad, *RNN_ARGS)  # the stacked value counts in the memory plan
-    (back,) = [n for n in t.final.graph.nodes if n.op == "scan" and loops.deferred(n)]
-    assert loops.hoisted_bytes(back) >= 9 * 4 * 6 * 4  # length x the (4, 6) f32 delta
-    saved, loops.HOIST_MAX_BYTES = loops.HOIST_MAX_BYTES, 9 * 4 * 6 * 4 - 1
-    try:
-        assert loops.deferred(back) == {}  # larger than HOIST_MAX_BYTES: stays in the loop
-    finally:
-        loops.HOIST_MAX_BYTES = saved
-
-
-def test_parallel_and_serial_builds_of_one_loop_have_their_own_cache_entries(tmp_path) -> None:  # noqa: ANN001
-    """numba's disk cache keys a function by name, line, types and closure, not by its
-    flags: without `cached_njit` a serial build loaded the parallel one saved before it (a
-    tiny im2col ran 80 us instead of 5). A fresh process compiles the parallel variant,
-    the next one asks for the serial one: a cache miss, not the parallel entry."""
-    import subprocess
-    import sys
-
-    (tmp_path / "loops.py").write_text(
-        "from numba import prange\n"
-        "from explorer.backends.cpu.numba_cache import cached_njit\n"
-        "def make(parallel):\n"
-        "    @cached_njit(parallel=parallel)\n"
-        "    def total(x):\n"
-        "        s = 0.0\n"
-        "        for i in prange(x.shape[0]):\n"
-        "            s += x[i]\n"
-        "        return s\n"
-        "    return total\n")
-    run = ("import sys, numpy as np, loops; f = loops.make({}); assert f(np.ones(9)) == 9.0; "
-           "print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))")
-    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parents[2]}"}
-    outs = [subprocess.run([sys.executable, "-c", run.format(p)], env=env, capture_output=True,
-                           text=True, check=True).stdout.split() for p in (True, False, False)]
-    assert outs == [["0", "1"], ["0", "1"], ["1", "0"]]  # (the third: the serial entry, cached)
-
-
 def test_cholesky_and_triangular_solves_call_lapack_laid_out_ahead() -> None:
     """backends/cpu/lapack.py: potrf and trtrs looked up when the program is made give the
     op rows' references bit for bit on every side, triangle, transpose, unit diagonal,
@@ -862,34 +632,3 @@ def test_cholesky_and_triangular_solves_call_lapack_laid_out_ahead() -> None:
     for got, want in zip(jax.tree_util.tree_leaves(r.value),
                          jax.tree_util.tree_leaves(t.run(backend="reference").value)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
-
-def test_plain_kernels_launch_straight_after_their_first_call() -> None:
-    """A kernel whose launch does nothing to its inputs (no accumulator, no 0-d or large
-    input, no donor to look for) binds a plain launch after its first call; a reduction's
-    does not; both give the reference's values on every later call, and a plain launch that
-    numba cannot type falls back to the interpreter and says why."""
-    from explorer.backends.cpu import kernels as cpu_kernels
-
-    x = _f32(6, 5)
-    t = gx.explore(lambda x: (jnp.tanh(x * 2.0) + 1.0, jnp.exp(x).sum(1)), x)
-    exe = CpuProgram(t.final.graph)
-    want = t.run(backend="reference").value
-    for _ in range(3):
-        got = exe.call(exe.prepare([x]))
-        for g, w in zip(got, want, strict=True):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-    ks = [k for k in exe.program.kernels if isinstance(k, cpu_kernels.CompiledKernel)]
-    plain = [k for k in ks if k._plain is not None]
-    assert len(plain) == 1 and len(ks) == 2 and all(k._looked for k in ks), ks
-    k = plain[0]
-
-    class TypingError(Exception):  # (as numba's errors are: from a numba module)
-        __module__ = "numba.core.errors"
-
-    def refuse(*args: Any) -> None:
-        raise TypingError("cannot type this")
-
-    k.fn = refuse
-    np.testing.assert_allclose(k([x]), want[0], rtol=1e-5, atol=1e-6)
-    assert k._plain is None and k.fn is None and k.reason.startswith("numba:")

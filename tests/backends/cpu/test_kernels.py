@@ -1,6 +1,7 @@
-"""The CPU backend writes an elementwise kernel's result over an input that dies there (as
-NumPy elides temporaries): the euclidean form's epilogue over the dot's matrix. Never over a
-value something else still holds."""
+"""The CPU backend's fused kernels at run time (backends/cpu/kernels.py): a kernel writes its
+result over an input that dies there (as NumPy elides temporaries: the euclidean form's
+epilogue over the dot's matrix), never over a value something else still holds; the limit on
+kernel loads; contiguous copies of strided inputs; plain launches after the first call."""
 
 from __future__ import annotations
 
@@ -13,9 +14,15 @@ import pytest
 
 import explorer as gx
 from explorer.backends import registry
+from explorer.backends.cpu import CpuProgram
 from explorer.backends.cpu import kernels as cpu
 
 R = np.random.default_rng(3)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return R.standard_normal(shape).astype(np.float32)
+
 X = R.standard_normal((300, 16)).astype(np.float32)
 Y = R.standard_normal((200, 16)).astype(np.float32)
 
@@ -95,7 +102,7 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     """Writing into a dying input, the kernel runs a variant whose loop stores through that
     input itself (one array, so LLVM's alias check passes and the loop vectorizes): an
     output fusion's epilogue over its dot's result."""
-    from explorer.backends.cpu.dot_kernels import DotKernel
+    from explorer.backends.cpu.kernels import BlasOutputFusion
 
     x = np.random.default_rng(5).standard_normal((128, 128)).astype(np.float32)  # DONOR_MIN
     b = np.random.default_rng(6).standard_normal((128,)).astype(np.float32)
@@ -104,7 +111,7 @@ def test_a_kernel_writing_over_its_input_runs_its_in_place_variant() -> None:
     got = exe.call(exe.prepare([x, x, b]))[0]
     np.testing.assert_allclose(got, np.maximum(x @ x + b, 0), rtol=1e-5, atol=1e-5)
     (fused,) = exe.all_kernels()
-    assert isinstance(fused, DotKernel) and not fused.in_place
+    assert isinstance(fused, BlasOutputFusion) and not fused.in_place
     k = fused.epilogue
     assert list(k._over) == [next(iter(k.in_place))]  # the variant ran
     (variant,) = k._over.values()
@@ -141,3 +148,41 @@ def test_past_the_kernel_limit_the_in_place_variant_gives_way_to_a_fresh_result(
     got = exe.call(exe.prepare([x, x, b]))[0]
     np.testing.assert_allclose(got, np.tanh(x @ x + b) * 3.0, rtol=1e-5, atol=1e-5)
     assert not k._over  # (it could not load the variant, and did without it)
+
+
+def test_a_kernel_reads_a_transposed_input_through_a_contiguous_copy_the_plan_counts() -> None:
+    x = _f32(128, 96)
+    t = gx.explore(lambda x: jnp.tanh(x.T * 2.0) + 1.0, x, pipeline=["fuse"])
+    r = t.run(backend="cpu")
+    np.testing.assert_allclose(r.value, np.tanh(x.T * 2) + 1, rtol=1e-5, atol=1e-6)
+    assert r.peak_bytes <= t.final.memory.peak_bytes + 32 * 1024
+    assert t.final.memory.peak_bytes >= x.nbytes  # the copy is planned
+
+
+def test_plain_kernels_launch_straight_after_their_first_call() -> None:
+    """A kernel whose launch does nothing to its inputs (no accumulator, no 0-d or large
+    input, no donor to look for) binds a plain launch after its first call; a reduction's
+    does not; both give the reference's values on every later call, and a plain launch that
+    numba cannot type falls back to the interpreter and says why."""
+    x = _f32(6, 5)
+    t = gx.explore(lambda x: (jnp.tanh(x * 2.0) + 1.0, jnp.exp(x).sum(1)), x)
+    exe = CpuProgram(t.final.graph)
+    want = t.run(backend="reference").value
+    for _ in range(3):
+        got = exe.call(exe.prepare([x]))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    ks = [k for k in exe.program.kernels if isinstance(k, cpu.CompiledKernel)]
+    plain = [k for k in ks if k._plain is not None]
+    assert len(plain) == 1 and len(ks) == 2 and all(k._looked for k in ks), ks
+    k = plain[0]
+
+    class TypingError(Exception):  # (as numba's errors are: from a numba module)
+        __module__ = "numba.core.errors"
+
+    def refuse(*args: Any) -> None:
+        raise TypingError("cannot type this")
+
+    k.fn = refuse
+    np.testing.assert_allclose(k([x]), want[0], rtol=1e-5, atol=1e-6)
+    assert k._plain is None and k.fn is None and k.reason.startswith("numba:")
