@@ -2,7 +2,7 @@
 memory programs (the issue's and the random memory fuzz's) runs through `GpuFusedBody` with
 its generated CUDA kernel compiled for the host (tests/backends/cuda_host.py), and must give
 the reference interpreter's results; where nvcc is installed the same sources compile for
-the device. The GPU itself runs them in tests/backends/test_gpu.py when one is lent."""
+the device. The GPU itself runs them in tests/backends/gpu/test_backend.py when one is lent."""
 
 from __future__ import annotations
 

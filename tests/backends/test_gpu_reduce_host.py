@@ -5,7 +5,7 @@ launched through the backend's own `reduce.launch` with the grid the GPU would g
 must be the reference interpreter's: full reductions of 0 to 10^7 elements with NaN, +-inf
 and empty inputs, row reductions wider than a block, and every row kernel of the CPU's
 row-kernel programs (softmax, log-softmax, layer norm, cross-entropy). Where nvcc is
-installed the same sources compile for the device; on a GPU, tests/backends/test_gpu.py
+installed the same sources compile for the device; on a GPU, tests/backends/gpu/test_backend.py
 runs them."""
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ the operands, any other string a function's name; FALLS_BACK marks an op the gen
 to the reference interpreter, as a visible choice. Every elementwise row of the op table has a
 form or FALLS_BACK in every table (`missing_forms`; the tests check it).
 
-`COMMON` holds the forms that Python and C spell alike (operators, no runtime helpers); a
+`COMMON` holds the forms that Python and C spell alike (operators, and the runtime helpers
+every dialect provides under one name: maximum, minimum, idiv); a
 table starts from it. `C_MATH`: the ops that are a function of C's math library.
 `scalar_form(g, n, forms)` is what a generator asks.
 """
@@ -87,13 +88,16 @@ def _integer_pow(a: list[str], n: Any) -> str:
     return f"(1 / ({prod}))" if y < 0 else f"({prod})"
 
 
-# The forms Python and C spell alike: operators on the operands, no runtime helper.
+# The forms Python and C spell alike: operators, and the helpers both runtimes name alike.
 COMMON: Mapping[str, Any] = {
     "neg": "(-{0})", "square": "({0} * {0})", "integer_pow": _integer_pow, "copy": "{0}",
     "add": "({0} + {1})", "add_any": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
     "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
     "gt": "({0} > {1})", "ge": "({0} >= {1})",
     "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
+    # the helpers every dialect's runtime provides under these names (codegen/dialect.py)
+    "div": by_dtype("idiv({0}, {1})", "({0} / {1})"),
+    "max": "maximum", "min": "minimum", "clamp": "minimum(maximum({1}, {0}), {2})",
 }
 
 # The ops that are a C math library function (op -> the form calling it): CUDA's forms, and
