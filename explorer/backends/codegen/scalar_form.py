@@ -98,6 +98,8 @@ COMMON: Mapping[str, Any] = {
     # the helpers every dialect's runtime provides under these names (codegen/dialect.py)
     "div": by_dtype("idiv({0}, {1})", "({0} / {1})"),
     "max": "maximum", "min": "minimum", "clamp": "minimum(maximum({1}, {0}), {2})",
+    # what no code generator writes: kernels holding these run on the reference
+    "digamma": FALLS_BACK, "reduce_precision": FALLS_BACK,
 }
 
 # The ops that are a C math library function (op -> the form calling it): CUDA's forms, and
