@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,14 @@ def scalar(v: object, d: str) -> str:
 # them by their text) instead of reusing machine code built from the old ones.
 _HELPERS_VERSION = hashlib.sha1(Path(scalar_helpers.__file__).read_bytes()).hexdigest()[:12]
 
+_IMPORT = "from explorer.backends.cpu.scalar_helpers import ("
 PRELUDE = f'''import math
 
 import numpy as np
 from numba import njit, prange
 
-from explorer.backends.cpu.scalar_helpers import ({", ".join(scalar_helpers.NAMES)})
+{textwrap.fill(", ".join(scalar_helpers.NAMES) + ")", 96, initial_indent=_IMPORT,
+               subsequent_indent=" " * len(_IMPORT))}
 # helpers {_HELPERS_VERSION}
 '''
 
