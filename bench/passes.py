@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import explorer as gx  # noqa: E402
 from explorer import examples as ex  # noqa: E402
-from explorer.frontend.jax import trace  # noqa: E402
+from explorer.frontend.jaxpr import trace  # noqa: E402
 from explorer.passes import DEFAULT_PIPELINE  # noqa: E402
 from explorer.passes.pipeline import resolve  # noqa: E402
 from explorer.units import format_bytes  # noqa: E402

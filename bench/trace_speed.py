@@ -1,7 +1,7 @@
 """How fast tracing is: the 12-layer MLP+attention model (446 jaxpr ops) and its gradient.
 
 Prints, measured in this run: the first trace of a fresh function (JAX traces it for the first
-time), and the median of repeated `make_jaxpr` and `frontend.jax.trace` (make_jaxpr plus our
+time), and the median of repeated `make_jaxpr` and `frontend.jaxpr.trace` (make_jaxpr plus our
 translation to a Graph) once JAX has cached the jaxpr.
 """
 
@@ -13,7 +13,7 @@ import time
 import jax
 
 from explorer.examples import mlp_attention, mlp_attention_grad
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 
 
 def median_seconds(fn, *args, repeats: int = 7) -> float:

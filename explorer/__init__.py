@@ -4,7 +4,7 @@ from . import backends, measure, passes
 from .backends.result import Kernel, RunResult
 from .compile import compile  # noqa: A004 - gx.compile, as jax.jit
 from .frontend.hlo_graph import from_hlo
-from .frontend.jax import TraceError, UnsupportedPrimitiveError
+from .frontend.jaxpr import TraceError, UnsupportedPrimitiveError
 from .ir import Graph, ParseError, VerifyError, parse, verify
 from .options import CompileOptions
 from .trace import Stage, Trace, explore

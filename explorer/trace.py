@@ -19,7 +19,7 @@ from .analysis.memory import MemoryPlan, plan
 from .backends import reference, registry
 from .backends.result import RunResult, owned
 from .frontend.arguments import ArgumentMismatch
-from .frontend.jax import Traced, trace
+from .frontend.jaxpr import Traced, trace
 from .ir.graph import Graph
 from .measure.compare import Comparison, compare
 from .measure.latest import latest

@@ -1,7 +1,7 @@
 """The converter core of the JAX frontend: `Converter` translates a jaxpr's equations into the
 graph being built, one op row per primitive, and hands the primitives that need more to the
 handlers registered with `handles` (the handler modules jax_control, jax_params and
-jax_random import this module; frontend/jax.py, the `trace` entry, imports them).
+jax_random import this module; frontend/jaxpr.py, the `trace` entry, imports them).
 
 Nested `jit`/`pjit`, `custom_jvp_call`, `custom_vjp_call`, `remat` and `closed_call` are inlined,
 `stop_gradient` is dropped, a primitive without a row runs through JAX as an opaque node, and
@@ -40,7 +40,7 @@ _RENAME = {"copy_p": "copy"}
 # name -> handler(cv, eqn, ins, source) -> one node id per `eqn.outvars`, or None to leave the
 # equation to its op row. `cv` is the Converter below, the one object a handler is given.
 # Handler modules (jax_control, jax_params, jax_random) register themselves with `handles`;
-# frontend/jax.py imports them.
+# frontend/jaxpr.py imports them.
 Handler = Callable[["Converter", Any, list[int], "Source | None"], "list[int] | None"]
 HANDLERS: dict[str, Handler] = {}
 

@@ -18,7 +18,7 @@ import jax
 
 from ..frontend.arguments import ArgSpec
 from ..frontend.hlo_graph import NodeIds, from_hlo
-from ..frontend.jax import Traced, arg_names
+from ..frontend.jaxpr import Traced, arg_names
 from ..passes.base import PassReport
 from ..trace import Stage, Trace
 from .dumps import DumpFile, module_body, read_dump

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from tests.corpora.graphs import SEEDS, assert_tree_close
 
 
@@ -79,7 +79,7 @@ def test_notebook_cells_show_as_in_n() -> None:
     # tests, which xdist may run in this process around this test, without get_ipython()
     shell = ipython_shell()
     shell.run_cell("import jax.numpy as jnp, numpy as np\n"
-                   "from explorer.frontend.jax import trace")
+                   "from explorer.frontend.jaxpr import trace")
     result = shell.run_cell(
         "def f(x):\n"
         "    return jnp.exp(x) * 2\n"

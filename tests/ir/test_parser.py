@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import GraphBuilder, Literal, ParseError, TensorType, parse, verify
 from tests.corpora.graphs import ALL
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import GraphBuilder, TensorType
 from explorer.passes.dce import DCE
 from tests.corpora.graphs import ALL

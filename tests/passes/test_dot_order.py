@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from explorer.analysis.cost import graph_cost
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import Graph
 from explorer.passes.dot_order import DotOrder, Leaf, _best, _tree_cost
 from tests.passes.semantic import check_semantics

@@ -18,7 +18,7 @@ import explorer as gx
 from explorer.analysis.cost import graph_cost
 from explorer.backends import registry
 from explorer.backends.reference import evaluate
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import Graph, parse
 from explorer.passes.euclidean_distance import RULE_NAME, EuclideanDistance, noise_bound
 from explorer.passes.simplify import Simplify

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import explorer as gx
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import Graph, parse, verify
 from explorer.passes.fuse import Fuse
 from tests.corpora.ir_programs import programs

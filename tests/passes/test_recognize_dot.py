@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from explorer.analysis.cost import graph_cost
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import Graph
 from explorer.passes.recognize_dot import RecognizeDot
 from tests.passes.semantic import check_semantics

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import GraphBuilder, TensorType
 from explorer.passes.simplify import Simplify
 from tests.corpora.graphs import ALL

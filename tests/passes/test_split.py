@@ -18,7 +18,7 @@ import explorer as gx
 from explorer.analysis.memory import plan
 from explorer.analysis.split_plan import grow
 from explorer.backends.reference import evaluate, run
-from explorer.frontend.jax import trace
+from explorer.frontend.jaxpr import trace
 from explorer.ir import Graph, GraphBuilder, OpError, TensorType, parse, verify
 from explorer.ir.ops import infer_type
 from explorer.passes.split import InfeasibleMemoryLimit, Split, budget_of, split_for_limit

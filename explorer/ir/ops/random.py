@@ -4,7 +4,7 @@
 
 How keys live in the IR: a PRNG key is its key data. A typed key array (`jax.random.key`) of
 shape S is a u32[*S, 2] value, the same as a raw `jax.random.PRNGKey` of that shape; the
-frontend maps key avals to that type (frontend/jax.py `_aval_type`), `random_wrap` and
+frontend maps key avals to that type (frontend/converter.py `aval_type`), `random_wrap` and
 `random_unwrap` are the identity on it (frontend/jax_random.py), and typed key arguments are
 passed as their `jax.random.key_data`. Only the threefry2x32 implementation (JAX's default)
 is first-class; the rows below follow `jax_threefry_partitionable` (on by default since JAX

@@ -326,7 +326,7 @@ def _opaque_jax(*args: Any, opcode: str = "?", impl: Any = None, **attrs: Any) -
 
 # attrs: opcode (HLO's or JAX's primitive name), text (the instruction as XLA printed it, or
 # the primitive's parameters), type (our type's text) and, for a JAX primitive without a row
-# (frontend/jax.py), `impl` (ir/opaque.py): what every backend runs it with.
+# (frontend/jaxpr.py), `impl` (ir/opaque.py): what every backend runs it with.
 register(OpDef("opaque", OpKind.OTHER, None, ("opcode", "text", "type", "impl"),
                lambda ts, a: type_from_text(a["type"]), _opaque_ref, no_flops, _opaque_jax,
                optional=("impl",)))

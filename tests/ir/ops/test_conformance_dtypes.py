@@ -14,7 +14,7 @@ import pytest
 from jax import lax
 
 import explorer as gx
-from explorer.frontend.jax import TraceError
+from explorer.frontend.jaxpr import TraceError
 from tests.ir.ops.conformance import check_every_stage as _check
 
 RNG = np.random.default_rng(0)

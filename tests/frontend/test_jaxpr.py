@@ -1,4 +1,4 @@
-"""The JAX frontend (frontend/jax.py, converter.py and its handler modules): coverage of everyday
+"""The JAX frontend (frontend/jaxpr.py, converter.py and its handler modules): coverage of everyday
 functions, the seeds, a model and its gradient, inlined calls, opaque nodes, tracing errors."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.frontend.jax import TraceError, trace
+from explorer.frontend.jaxpr import TraceError, trace
 from explorer.ir import verify
 from tests.corpora.graphs import ALL, CATALOGUE, MODELS, assert_tree_close
 

@@ -16,8 +16,8 @@ import explorer as gx
 from explorer.backends.codegen.mapreduce_plan import plan_mapreduce
 from explorer.backends.reference import NumpyInterpreter
 from explorer.passes.split import InfeasibleMemoryLimit
+from tests.backends.cpu.test_mapreduce import masked_args, masked_logsumexp, masked_softmax
 from tests.backends.cuda_host import HostCudaInterpreter, HostFusedBody, host_compiler, nvcc_ptx
-from tests.backends.test_mapreduce import masked_args, masked_logsumexp, masked_softmax
 from tests.corpora.memory_programs import random_program
 from tests.test_memory_safe import ISSUE
 

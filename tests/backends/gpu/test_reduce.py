@@ -26,11 +26,11 @@ from explorer.backends.gpu import reduce
 from explorer.backends.gpu.backend import kernel_code
 from explorer.ir import Graph
 from explorer.measure.inputs import random_inputs
-from tests.backends import test_cpu_rows
 from tests.backends.conftest import PROGRAMS, explore, kernels_of
+from tests.backends.cpu import test_kernel_codegen as cpu_rows
 from tests.backends.cuda_host import build_module, host_call, host_compiler, nvcc_ptx
-from tests.backends.test_gpu_mapreduce_host import PROGRAMS as MEMORY_PROGRAMS
-from tests.backends.test_gpu_mapreduce_host import _explored
+from tests.backends.gpu.test_mapreduce import PROGRAMS as MEMORY_PROGRAMS
+from tests.backends.gpu.test_mapreduce import _explored
 from tests.passes.semantic import assert_outputs_close
 
 pytestmark = pytest.mark.skipif(host_compiler() is None, reason="no g++ to build the host kernels")
@@ -259,9 +259,9 @@ def test_results_beyond_the_grid_limit_stride_over_the_grid(monkeypatch: pytest.
     _close(got, want_of(k.attrs["body"], [x], code), "11 rows on a grid of 3")
 
 
-@pytest.mark.parametrize("name", test_cpu_rows.PROGRAMS)
+@pytest.mark.parametrize("name", cpu_rows.PROGRAMS)
 def test_row_kernels_run_one_block_per_row(name: str) -> None:
-    fn, make, folds = test_cpu_rows.PROGRAMS[name]
+    fn, make, folds = cpu_rows.PROGRAMS[name]
     args = [np.asarray(a) for a in make()]
     t = gx.explore(fn, *args)
     ks = [k for k in kernels_of(t.final.graph) if isinstance(plan_any(k.attrs["body"]), RowPlan)]
