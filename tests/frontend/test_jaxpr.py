@@ -84,7 +84,7 @@ def test_primitive_without_a_row_runs_as_an_opaque_node() -> None:
     t = gx.explore(f, x)
     opaque = [n for n in t.stages[0].graph.nodes if n.op == "opaque"]
     assert {n.attrs["opcode"] for n in opaque} == {"bessel_i1e", "pure_callback"}
-    assert all(n.source is not None and n.source.file.endswith("test_jax.py") for n in opaque)
+    assert all(n.source is not None and n.source.file.endswith("test_jaxpr.py") for n in opaque)
     assert "result_avals=" in next(n for n in opaque if n.attrs["opcode"] == "pure_callback").attrs["text"]
     for s in t.stages:
         verify(s.graph)
@@ -121,7 +121,7 @@ def test_shape_mismatch_names_the_user_line() -> None:
         trace(f, np.ones(3, np.float32), np.ones(4, np.float32))
     msg = str(e.value)
     assert "Incompatible shapes" in msg or "shapes" in msg
-    assert "test_jax.py" in msg and "x + y" in msg
+    assert "test_jaxpr.py" in msg and "x + y" in msg
 
 
 def test_lax_empty_is_zeros_not_an_opaque_call() -> None:
