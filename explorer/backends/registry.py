@@ -18,7 +18,7 @@ and an Executable has
   run(args) -> Run            one measured run: values, seconds, peak, kernels
   prepare(args) / execute(p)  for timing: arguments moved and checked once, then bare runs
   stepped(p, after_step)      (optional) a bare run calling after_step(node, value) after
-                              each top-level node: the profile's hook (explorer/profile.py)
+                              each top-level node: the profile's hook (explorer/measure/profile.py)
   sync()                      (with stepped) wait for the work launched so far
 
 Adding a backend is one module that subclasses `Backend` (usually with an `Interpreter`

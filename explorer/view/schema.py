@@ -184,7 +184,7 @@ class KernelRow(TypedDict):
 
 
 class ProfileRowData(TypedDict):
-    """One top-level node of a profiled stage (explorer/profile.py): `seconds` per run of the
+    """One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` per run of the
     stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
     moved nothing or took no measurable time. A kernel or loop is timed whole."""
 

@@ -1,5 +1,5 @@
 // The heat overlay: graph boxes coloured by their share of the stage's measured time
-// (a profile, explorer/profile.py). A node's box carries its own time (a kernel or a loop is
+// (a profile, explorer/measure/profile.py). A node's box carries its own time (a kernel or a loop is
 // timed whole), a group's box the sum of its nodes'; an open group's or region's frame is
 // drawn in the colour of its sum.
 

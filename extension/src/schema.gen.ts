@@ -155,7 +155,7 @@ export interface KernelRow {
 }
 
 /**
- * One top-level node of a profiled stage (explorer/profile.py): `seconds` per run of the
+ * One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` per run of the
  * stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
  * moved nothing or took no measurable time. A kernel or loop is timed whole.
  */

@@ -57,7 +57,7 @@ export function fixture(): ExportData {
 }
 
 /** Profiles of stages 0 and 1 (node %1 the slowest), with stage 1's roofline and memory
- * timeline, shaped like explorer/profile.py, roofline.py and timeline.py's to_data(). */
+ * timeline, shaped like explorer/measure/profile.py, roofline.py and timeline.py's to_data(). */
 export function measured(): Pick<ExportData["state"], "profiles" | "rooflines" | "timelines"> {
   const row = (node: number, name: string, kind: "kernel" | "dot" | "loop" | "op", seconds: number, flops = 0, bytes = 0) => ({
     node, name, kind, op: kind === "kernel" ? "kernel" : name.split(" ")[0], source: `/home/u/In[3]:${node + 1}`, flops, bytes, seconds, calls: 1,
