@@ -15,7 +15,6 @@ Widget state is not stored: saved notebooks show the widgets' static HTML fallba
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from explorer.files import replacing
 
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "src"
@@ -100,13 +101,8 @@ def build(source: Path, timings: bool = False) -> float:
             print(f"  {cell_seconds(cell):6.2f} s  In[{cell.execution_count}] {first[:60]}")
         cell.metadata.pop("execution", None)  # timestamps: noise in every diff
     nbformat.validate(nb)
-    path = target(source)  # written under a temporary name, then renamed into place: nbval and
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")  # the tests read it
-    try:
+    with replacing(target(source)) as tmp:  # written whole: nbval and the tests read it
         nbformat.write(nb, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return seconds
 
 

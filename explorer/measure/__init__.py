@@ -10,6 +10,5 @@
     timing.py      repeats, medians, peak memory of a graph or a JAX function
     closeness.py   how close outputs are: the project's one tolerance check
     inputs.py      random inputs for a graph's parameters
-    files.py       files written whole (atomically)
     protocol.py    what a trace offers to this layer and the view (trace.py is not imported)
 """

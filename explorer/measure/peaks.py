@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .files import write_atomic
+from ..files import write_atomic
 
 GEMM_N = {"cpu": 2048, "gpu": 8192}
 TRIAD_N = 1 << 24

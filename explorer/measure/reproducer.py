@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from ..backends import registry
+from ..files import write_atomic
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, TensorType, TupleType, alone
 from ..ir.opaque import OpaqueImpl, UnboundImpl
 from ..ir.ops.regions import bodies, body_path
 from ..ir.parser import parse
 from .closeness import check_outputs
-from .files import write_atomic
 from .inputs import describe_inputs
 
 

@@ -25,7 +25,7 @@ import pathlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..measure.files import write_atomic
+from ..files import write_atomic
 from .measured import trace_measured
 from .payload import stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES

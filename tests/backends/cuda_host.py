@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import re
 import shutil
 import subprocess
 import tempfile
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import numpy as np
 
 from explorer.backends.gpu import mapreduce as gpu_mapreduce
 from explorer.backends.reference import NumpyInterpreter
+from explorer.files import replacing, write_atomic
 from explorer.ir.graph import Graph
 
 # CUDA's built-ins that the generated kernels use, for the host
@@ -42,13 +41,6 @@ static inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
 KERNEL = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\) \{', re.S)
 BUILD = Path(tempfile.gettempdir()) / "gambit-cuda-host"
 _LIBS: dict[str, Any] = {}
-
-
-def _temporary(path: Path) -> Path:
-    """A name beside `path` that no other process or thread writes: pytest workers share
-    BUILD, so each build product is written under such a name and then renamed into place
-    (`os.replace`, atomic), and no worker ever loads a library another is still writing."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
 def host_compiler() -> str | None:
@@ -78,19 +70,13 @@ def _compile(text: str, flags: Sequence[str] = ()) -> Any:
         BUILD.mkdir(exist_ok=True)
         src, lib = BUILD / f"{key}.cpp", BUILD / f"{key}.so"
         if not lib.exists():
-            src_tmp, lib_tmp = _temporary(src).with_suffix(".cpp"), _temporary(lib)
-            src_tmp.write_text(text)
-            try:
+            write_atomic(src, text)  # (kept beside the library, to read)
+            with replacing(lib) as lib_tmp:
                 done = subprocess.run([host_compiler() or "g++", "-std=c++14", "-O1", "-shared",
-                                       "-fPIC", *flags, "-o", str(lib_tmp), str(src_tmp)],
+                                       "-fPIC", *flags, "-o", str(lib_tmp), str(src)],
                                       capture_output=True, text=True)
-                os.replace(src_tmp, src)  # (kept beside the library, to read)
                 if done.returncode:
                     raise RuntimeError(f"g++ failed on {src}:\n{done.stderr[-4000:]}")
-                os.replace(lib_tmp, lib)
-            finally:
-                src_tmp.unlink(missing_ok=True)
-                lib_tmp.unlink(missing_ok=True)
         _LIBS[key] = ctypes.CDLL(str(lib))
     return _LIBS[key]
 
@@ -182,9 +168,7 @@ def nvcc_ptx(source: str) -> subprocess.CompletedProcess:
     """nvcc's device compile of `source` to PTX (with the flags CuPy's RawKernel gets)."""
     BUILD.mkdir(exist_ok=True)
     src = BUILD / (hashlib.sha256(source.encode()).hexdigest()[:20] + ".cu")
-    tmp = _temporary(src)
-    tmp.write_text(source)
-    os.replace(tmp, src)
+    write_atomic(src, source)
     return subprocess.run(["nvcc", "--ptx", "--std=c++14", "--fmad=false", "-o", "/dev/null",
                            str(src)], capture_output=True, text=True)
 

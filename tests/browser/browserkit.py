@@ -7,6 +7,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from explorer.files import replacing
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -23,12 +25,8 @@ def keep(name: str, write: Callable[[Path], object]) -> Path:
     meets a half-written file."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / name
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
+    with replacing(path) as tmp:
         write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -32,7 +32,6 @@ import math
 import os
 import re
 import sys
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ...files import write_atomic
 from ...ir import dtypes
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
@@ -96,12 +96,8 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"k_{key}.py"
-        if not path.exists():
-            # written under a name of this process and thread, then renamed into place
-            # (atomic): a process sharing the folder never reads a half-written module
-            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+        if not path.exists():  # (whole: a process sharing the folder never reads half of it)
+            write_atomic(path, text)
         spec = importlib.util.spec_from_file_location(f"gambit_kernel_{key}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

@@ -358,10 +358,6 @@ register(OpDef("while", OpKind.REGION, None, ("cond", "body"), _while_infer, _re
                bodies_flops("while"), emit=Emit.REGION))
 
 
-def _branch_arity(branches: Sequence[Any]) -> list[int]:
-    return [len(b.params) for b in branches]
-
-
 def _conditional_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
     branches = tuple(a["branches"])
     if not branches or not ts or ts[0].shape != () or ts[0].dtype not in ("pred", "i32"):
