@@ -11,6 +11,7 @@ import numpy as np
 import explorer as gx
 from explorer.ir import Graph
 from explorer.trace import Trace
+from tests.passes.semantic import assert_outputs_close
 
 FUSED = list(gx.passes.DEFAULT_PIPELINE)
 
@@ -44,3 +45,14 @@ def explore(name: str, pipeline: list[str] | None = None) -> tuple[Trace, list[n
 
 def kernels_of(g: Graph) -> list[Any]:
     return [n for n in g.nodes if n.op == "kernel"]
+
+
+def run_matching_the_reference(name: str, backend: str) -> Any:
+    """Program `name` fused and run on `backend`: its value must be the reference's on the
+    traced program, and every kernel of the final stage must be listed (the RunResult)."""
+    t, _ = explore(name)
+    want = t.run(backend="reference", stage=0).value
+    got = t.run(backend=backend)
+    assert_outputs_close([want], [got.value], name)
+    assert len(got.kernels) == len(kernels_of(t.final.graph))
+    return got

@@ -15,7 +15,7 @@ from explorer.backends.cpu.kernel_codegen import PARALLEL_MIN
 from explorer.ir import Graph, GraphBuilder, TensorType
 from explorer.ir.ops import OPS
 from explorer.passes.fuse import Fuse
-from tests.backends.conftest import PROGRAMS, explore, kernels_of
+from tests.backends.conftest import PROGRAMS, explore, run_matching_the_reference
 from tests.corpora.ir_programs import programs
 from tests.passes.semantic import assert_outputs_close, random_args
 
@@ -24,12 +24,7 @@ pytest.importorskip("numba", reason="the CPU backend needs numba")
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_programs_match_the_reference(name: str) -> None:
-    t, args = explore(name)
-    want = t.run(backend="reference", stage=0).value
-    got = t.run(backend="cpu")
-    assert_outputs_close([want], [got.value], name)
-    assert len(got.kernels) == len(kernels_of(t.final.graph))
-    for k in got.kernels:
+    for k in run_matching_the_reference(name, "cpu").kernels:
         assert k.seconds >= 0 and "def " in k.source and "@njit" in k.source, k.source
 
 

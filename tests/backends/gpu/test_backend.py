@@ -13,7 +13,7 @@ from explorer.backends import registry
 from explorer.backends.codegen.kernel_plan import PlanError, plan_kernel
 from explorer.backends.gpu import backend as gpu  # importing must work without CuPy
 from explorer.backends.gpu.codegen import generate
-from tests.backends.conftest import PROGRAMS, explore, kernels_of
+from tests.backends.conftest import PROGRAMS, explore, kernels_of, run_matching_the_reference
 from tests.passes.semantic import assert_outputs_close
 
 REASON = registry.unavailable_reason("gpu")
@@ -108,11 +108,7 @@ def test_max_reduction_identity_and_nan_propagation() -> None:
 @needs_gpu
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_programs_match_the_reference_on_gpu(name: str) -> None:
-    t, _ = explore(name)
-    want = t.run(backend="reference", stage=0).value
-    got = t.run(backend="gpu")
-    assert_outputs_close([want], [got.value], name)
-    assert len(got.kernels) == len(kernels_of(t.final.graph))
+    run_matching_the_reference(name, "gpu")
 
 
 @needs_gpu
