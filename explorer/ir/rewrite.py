@@ -32,6 +32,8 @@ API (stable; passes in explorer/passes/ build on it):
         ctx.emit(op, inputs, attrs=None) -> id   type inferred from the op table; the new
                                                  node inherits the root's source line
         ctx.constant(value, dtype) -> id
+        ctx.miss(reason, nodes=None)             say why the rule declines this match (a
+                                                 `missed` remark; explorer/ir/remarks.py)
 
 A rule list is a plain list (or tuple) of rules, so rule sets compose with `+`. To make a pass
 of one: `explorer.passes.base.RewritePass(name, rules)`; register it with
@@ -68,6 +70,7 @@ import numpy as np
 
 from .graph import Attrs, Graph, Literal, Node, Type
 from .ops import OpError, infer_type
+from .remarks import remark
 
 
 class RewriteError(RuntimeError):
@@ -198,6 +201,16 @@ class RewriteContext:
 
     def constant(self, value: Any, dtype: str) -> int:
         return self.emit("constant", (), {"value": Literal(value, dtype)})
+
+    def miss(self, reason: str, nodes: Iterable[int | Node] | None = None,
+             kind: str = "missed") -> None:
+        """Say why this rule declines the match it was given (return None after it): a
+        remark of this rule on the root (or `nodes`), with the root's source line
+        (explorer/ir/remarks.py). The pass's name is filled in by the pipeline."""
+        ids = [self.root.id] if nodes is None else \
+            [i.id if isinstance(i, Node) else int(i) for i in nodes]
+        source = str(self.root.source) if self.root.source is not None else None
+        remark(kind, "", self._s.rule, reason, ids, source=source)
 
 
 # ---------------------------------------------------------------- the driver

@@ -1,7 +1,9 @@
 """What a pass is: a pure function Graph -> (Graph, PassReport), with a kebab-case name.
 
-`RewritePass` turns a rule list (explorer/ir/rewrite.py) into a pass, so a rule set written
-in a notebook registers and steps exactly like a built-in pass.
+A report carries the firings (`rewrites`) and the remarks: what the pass did not do, and
+why (explorer/ir/remarks.py). `RewritePass` turns a rule list (explorer/ir/rewrite.py) into
+a pass, so a rule set written in a notebook registers and steps exactly like a built-in
+pass.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..ir.graph import Graph
+from ..ir.remarks import Remark, collecting, settled
 from ..ir.rewrite import Rewrite, Rule, rewrite
 from .bodies import descend
 
@@ -20,6 +23,7 @@ class PassReport:
     changed: bool
     rewrites: tuple[Rewrite, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    remarks: tuple[Remark, ...] = field(default=())  # what the pass did not do, and why
 
 
 @runtime_checkable
@@ -57,12 +61,23 @@ class RulePass:
         raise NotImplementedError
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = apply_rules(graph, self.rule_list(), self.prune)
-        return out, PassReport(changed=bool(log), rewrites=tuple(log))
+        with collecting() as said:
+            out, log = apply_rules(graph, self.rule_list(), self.prune)
+        return out, PassReport(changed=bool(log), rewrites=tuple(log),
+                               remarks=current(said, log, getattr(self, "name", "")))
 
     def after_firings(self, graph: Graph, k: int) -> Graph:
         """`graph` after this pass's first `k` firings, in the order its report logs them."""
         return apply_rules(graph, self.rule_list(), self.prune, stop_after=k)[0]
+
+
+def current(remarks: Sequence[Remark], log: Sequence[Rewrite], pass_: str = "",
+            ) -> tuple[Remark, ...]:
+    """The remarks of a rule run that still hold at its end: a rule that declined a node and
+    later fired on it (after other rewrites changed its inputs) leaves no remark there."""
+    rewritten = {(r.region, i) for r in log for i in r.before}
+    return settled((m for m in remarks
+                    if not any((m.region, i) in rewritten for i in m.nodes)), pass_)
 
 
 @dataclass(frozen=True)
@@ -83,4 +98,5 @@ class RewritePass(RulePass):
         return self.rules
 
 
-__all__ = ["Pass", "PassReport", "Rewrite", "RewritePass", "RulePass", "apply_rules"]
+__all__ = ["Pass", "PassReport", "Remark", "Rewrite", "RewritePass", "RulePass", "apply_rules",
+           "current"]

@@ -5,7 +5,8 @@ as it runs on the whole program, innermost bodies first, then on the graph that 
 A body's signature is fixed by its region (parameters in, results out, the carried state of
 a loop), and every pass keeps a graph's parameters and the number and types of its outputs,
 so whatever a pass does inside a body the region stays well typed. Firings inside a body are
-logged with the body's own node ids and `Rewrite.region` naming the body ("%7.body").
+logged with the body's own node ids and `Rewrite.region` naming the body ("%7.body"), and
+so are remarks made there (`Remark.region`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import replace
 
 from ..ir.graph import Graph
 from ..ir.ops.regions import CONTROL_FLOW, BodyKey, bodies, body_path, with_bodies
+from ..ir.remarks import in_region
 from ..ir.rewrite import Rewrite
 
 Run = Callable[[Graph], "tuple[Graph, Sequence[Rewrite]]"]
@@ -32,8 +34,9 @@ def descend(graph: Graph, run: Run, enter: Collection[str] = CONTROL_FLOW,
             continue
         new: dict[BodyKey, Graph] = {}
         for key, body in bodies(n):
-            out, inner = descend(body, run, enter)
             where = body_path(n, key)
+            with in_region(where):
+                out, inner = descend(body, run, enter)
             log += [replace(r, region=f"{where}/{r.region}" if r.region else where) for r in inner]
             if out is not body:
                 new[key] = out

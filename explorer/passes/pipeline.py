@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..ir.graph import Graph
+from ..ir.remarks import collecting, settled
 from ..ir.verify import VerifyError, verify
 from ..options import CompileOptions
 from . import get, names
@@ -140,16 +141,22 @@ def resolve(pipeline: str | Pass | Sequence[str | Pass]) -> list[Pass]:
 
 def run_pipeline(graph: Graph, passes: Sequence[Pass], *, check: bool | None = None,
                  on_stage: Callable[[Pass, Graph, PassReport], None] | None = None) -> Graph:
-    """Run `passes` in order; `on_stage(pass, graph, report)` after each one."""
+    """Run `passes` in order; `on_stage(pass, graph, report)` after each one. The remarks a
+    pass made without putting them in its report (explorer/ir/remarks.py) join the report's,
+    named for the pass."""
     if check is None:
         check = verify_by_default()
     for p in passes:
-        result = p(graph)
+        with collecting() as said:
+            result = p(graph)
         if not (isinstance(result, tuple) and len(result) == 2
                 and isinstance(result[0], Graph) and isinstance(result[1], PassReport)):
             raise PipelineError(f"pass {p.name!r} returned {type(result).__name__}, not "
                                 f"(Graph, PassReport)")
         graph, report = result
+        if said or any(not r.pass_ for r in report.remarks):
+            report = dataclasses.replace(
+                report, remarks=settled([*report.remarks, *said], p.name))
         if check:
             try:
                 verify(graph)
