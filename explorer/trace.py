@@ -23,6 +23,7 @@ from .frontend.jaxpr import Traced, trace
 from .ir.graph import Graph
 from .measure.compare import Comparison, compare
 from .measure.latest import latest
+from .measure.numerics import Numerics, numerics
 from .measure.profile import Profile, profile
 from .measure.reproducer import reproducer
 from .measure.roofline import Roofline, roofline
@@ -189,6 +190,14 @@ class Trace:
                                 backend=backend or self.options.backend, **settings)
         latest(self).timeline = taken
         return taken
+
+    def numerics(self, *args: Any, seed: int | None = None) -> Numerics:
+        """Each stage's outputs and each surviving node's error against the traced program
+        computed in float64, stage by stage on the reference interpreter, on `args` (default:
+        the traced example arguments) or on random inputs drawn with `seed`;
+        `.first_change(rtol=...)` names the first stage, and the firing, that moved the
+        outputs (explorer/measure/numerics.py). The widget colours nodes by the latest."""
+        return numerics(self, args or None, seed=seed)
 
     def summary(self) -> str:
         rows = [f"{'stage':<22}{'nodes':>7}{'FLOPs':>16}{'bytes':>14}{'peak':>12}  rewrites"]

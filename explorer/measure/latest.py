@@ -1,6 +1,6 @@
-"""The latest profile, roofline and memory timeline taken of each trace: trace.profile,
-trace.roofline and trace.memory_timeline record theirs here, and the widget (opened before or
-after) and an exported page show them. Kept beside the trace, not on it (a Trace is a record
+"""The latest profile, roofline, memory timeline and numerics taken of each trace:
+trace.profile, trace.roofline, trace.memory_timeline and trace.numerics record theirs here,
+and the widget (opened before or after) and an exported page show them. Kept beside the trace, not on it (a Trace is a record
 of its stages; this is what was measured of it), and held weakly: a trace's record goes
 with the trace."""
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
+    from .numerics import Numerics
     from .profile import Profile
     from .roofline import Roofline
     from .timeline import MemoryTimeline
@@ -23,6 +24,7 @@ class Latest:
     profile: Profile | None = None
     roofline: Roofline | None = None
     timeline: MemoryTimeline | None = None
+    numerics: Numerics | None = None  # the widget colours nodes by each one's error
 
 
 _LATEST: WeakKeyDictionary[object, Latest] = WeakKeyDictionary()
