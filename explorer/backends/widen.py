@@ -19,6 +19,7 @@ kept their precision, and why.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ def wide_dtype(name: str) -> str:
     return WIDE.get(name, name)
 
 
+@functools.lru_cache(maxsize=4096)
 def wide_type(t: Type) -> Type:
     if isinstance(t, TupleType):
         return TupleType(tuple(TensorType(e.shape, wide_dtype(e.dtype)) for e in t.elements))
@@ -88,7 +90,7 @@ def _widen(g: Graph, pinned: dict[int, str], fresh: Iterator[int],
     nodes: list[Node] = []
     for n in g.nodes:
         impl = n.attrs.get("impl") if n.op == "opaque" else None
-        why = _BITWISE.get(n.op) if _touches_float(g, n) else None
+        why = _BITWISE.get(n.op) if n.op in _BITWISE and _touches_float(g, n) else None
         if isinstance(impl, OpaqueImpl) and impl.token in keep:
             why = keep[impl.token]
         attrs = _wide_attrs(n, pinned, fresh, keep)
@@ -113,6 +115,8 @@ def _wide_attrs(n: Node, pinned: dict[int, str], fresh: Iterator[int],
                 keep: Mapping[str, str]) -> Attrs:
     changes: dict[str, Any] = {}
     for key, v in n.attrs.items():
+        if isinstance(v, int | float | bool | None):  # (most attributes: nothing to widen)
+            continue
         if key in _TYPE_ATTRS and isinstance(v, str) and v in WIDE:
             changes[key] = WIDE[v]
         elif key == "type" and n.op == "opaque" and isinstance(v, str):
