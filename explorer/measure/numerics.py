@@ -15,8 +15,8 @@ rounded result), so a program that rounds once (x + y in float32) has error 0:
 For each stage: each output's error (`outputs`), how far the stage's own float64 run is from
 the reference (`drift`: the pass changed the mathematics, not only the rounding), and the
 error of each node that survives from the traced stage (`nodes`: same id, so the same value;
-nodes at the top level and inside fused kernels; not inside loops and control-flow bodies,
-whose values are chunks or iterations).
+nodes of the top level: region bodies number their nodes afresh, and a loop's or a scan's
+body sees chunks and iterations).
 
 `first_change(rtol)` names the first stage whose outputs moved past the tolerance: whose
 output error against the reference exceeds the traced stage's own by more than `rtol` (the
@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.control_flow import one_or_tuple
 from ..backends.reference import NumpyInterpreter, check_args
 from ..backends.widen import OpaqueWideError, widened
 from ..ir import dtypes
@@ -277,25 +276,10 @@ def numerics(trace: TraceLike, args: Sequence[Any] | None = None,
     return result
 
 
-class _Recording(NumpyInterpreter):
-    """The reference interpreter calling a hook after each node of the top level and of the
-    fused kernels it runs (their body nodes keep the ids of the nodes they were)."""
-
-    hook: Callable[[Node, Any], None] | None = None
-
-    def run_kernel(self, n: Node, vals: Sequence[Any]) -> Any:
-        if self.hook is None:
-            return super().run_kernel(n, vals)
-        return one_or_tuple(self.child(n).evaluate(vals, self.hook,
-                                                   consume=isinstance(vals, list)))
-
-
 def _run(g: Graph, flat: Sequence[Any], hook: Callable[[Node, Any], None] | None,
          where: str) -> list[Any]:
-    interp = _Recording(g)
-    interp.hook = hook
     try:
-        return interp.evaluate(check_args(g, flat), hook)
+        return NumpyInterpreter(g).evaluate(check_args(g, flat), hook)
     except OpaqueImplError as e:
         raise NumericsError(f"numerics cannot run {where}: {e}") from None
 
