@@ -46,9 +46,10 @@ def main(repeats: int = 5) -> None:
     print(f"one reference run of all stages  {ref:8.3f} s")
     print(f"trace.numerics()                 {num:8.3f} s")
     print(f"ratio                            {num / ref:8.2f}x  (goal: at most 5x)")
-    print(f"first_change() with bisection    {bisect:8.3f} s: "
-          f"{change.name if change else 'no stage'}"
-          f"{f', firing {change.firing + 1} of {change.firings}' if change and change.firing is not None else ''}")
+    found = change.name if change else "no stage"
+    if change is not None and change.firing is not None:
+        found += f", firing {change.firing + 1} of {change.firings}"
+    print(f"first_change() with bisection    {bisect:8.3f} s: {found}")
 
 
 if __name__ == "__main__":

@@ -147,7 +147,10 @@ def _pin(g: Graph, n: Node, why: str, pinned: dict[int, str], fresh: Iterator[in
             inputs.append(i)
     inner = next(fresh)
     out.append(Node(inner, n.op, tuple(inputs), n.attrs, n.type, n.source))
-    pinned[n.id] = f"{n.describe()} ran at {n.type} in the float64 run: {why}"
+    what = n.attrs.get("opcode", n.op) if n.op == "opaque" else n.op
+    where = f" at {n.source}" if n.source else ""
+    pinned[n.id] = (f"%{n.id} ({what}{where}) ran at its own precision, {n.type}, in the "
+                    f"float64 run: {why}")
     if isinstance(n.type, TupleType):
         parts = []
         for k, e in enumerate(n.type.elements):

@@ -1,8 +1,8 @@
 """The latest profile, roofline, memory timeline and numerics taken of each trace:
 trace.profile, trace.roofline, trace.memory_timeline and trace.numerics record theirs here,
-and the widget (opened before or after) and an exported page show them. Kept beside the trace, not on it (a Trace is a record
-of its stages; this is what was measured of it), and held weakly: a trace's record goes
-with the trace."""
+and the widget (opened before or after) and an exported page show them. Kept beside the
+trace, not on it (a Trace is a record of its stages; this is what was measured of it), and
+held weakly: a trace's record goes with the trace."""
 
 from __future__ import annotations
 
