@@ -6,7 +6,8 @@ The target-neutral middle the program-writing targets (cpu/, gpu/) share: progra
 (a stage as one generated module), executable.py (that program, or the interpreter, with the
 reason), control_flow.py (the scan, while and conditional drivers the interpreter core and
 generated programs both call), output_fusion.py (a dot, then its epilogue kernel), combine.py
-(a split loop's chunk results) and numpy_temporaries.py (what NumPy ops allocate)."""
+(a split loop's chunk results) and numpy_temporaries.py (what NumPy ops allocate); widen.py
+(a graph's float types made float64: the reference for measure/numerics.py)."""
 
 # each backend module registers its backend
 from . import cpu, dask, gpu, jax, reference  # noqa: F401

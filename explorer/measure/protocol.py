@@ -37,7 +37,8 @@ class StageLike(Protocol):
 
 class TraceLike(Protocol):
     """A trace: its stages, the traced example arguments and the options (Trace). The
-    measuring methods return what measure/ makes (a Profile, a Roofline, a MemoryTimeline)."""
+    measuring methods return what measure/ makes (a Profile, a Roofline, a MemoryTimeline,
+    Numerics)."""
 
     example_args: tuple[Any, ...]
     options: CompileOptions
@@ -68,3 +69,5 @@ class TraceLike(Protocol):
 
     def memory_timeline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
                         **settings: Any) -> Any: ...
+
+    def numerics(self, *args: Any, seed: int | None = None) -> Any: ...
