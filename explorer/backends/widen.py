@@ -60,13 +60,43 @@ class Widened:
     pinned: dict[int, str] = field(default_factory=dict)
 
 
-def widened(graph: Graph, keep: Mapping[str, str] | None = None) -> Widened:
+class Memo:
+    """Wide nodes by the node they widen, for widening several stages of one program: a pass
+    keeps the nodes it leaves alone, so most of a stage's nodes were widened before."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[int, tuple[Node, Node]] = {}  # id(node) -> (node, its wide node)
+
+    def get(self, n: Node) -> Node | None:
+        hit = self.nodes.get(id(n))
+        return hit[1] if hit is not None and hit[0] is n else None
+
+
+def widened(graph: Graph, keep: Mapping[str, str] | None = None,
+            memo: Memo | None = None) -> Widened:
     """`graph` with its float types widened (module doc); node ids are kept. `keep`: opaque
     nodes, by their impl's token, to run at their own precision too (token -> why: a
-    primitive that JAX would not run wide, found when the wide graph ran; OpaqueWideError)."""
+    primitive that JAX would not run wide, found when the wide graph ran; OpaqueWideError).
+    `memo`: wide nodes already made for other stages of the same program."""
     pinned: dict[int, str] = {}
-    fresh = itertools.count(_max_id(graph) + 1)
-    return Widened(_widen(graph, pinned, fresh, keep or {}), pinned)
+    return Widened(_widen(graph, pinned, _Fresh(graph), keep or {}, memo), pinned)
+
+
+class _Fresh:
+    """Ids no node of the graph (its bodies included) has, counted on first use (pinning
+    is rare: most graphs need none)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.count: Iterator[int] | None = None
+
+    def __iter__(self) -> _Fresh:
+        return self
+
+    def __next__(self) -> int:
+        if self.count is None:
+            self.count = itertools.count(_max_id(self.graph) + 1)
+        return next(self.count)
 
 
 def _max_id(g: Graph) -> int:
@@ -86,9 +116,13 @@ def _graphs(attrs: Attrs) -> Iterator[Graph]:
 
 
 def _widen(g: Graph, pinned: dict[int, str], fresh: Iterator[int],
-           keep: Mapping[str, str]) -> Graph:
+           keep: Mapping[str, str], memo: Memo | None = None) -> Graph:
     nodes: list[Node] = []
     for n in g.nodes:
+        known = memo.get(n) if memo is not None else None
+        if known is not None:
+            nodes.append(known)
+            continue
         impl = n.attrs.get("impl") if n.op == "opaque" else None
         why = _BITWISE.get(n.op) if n.op in _BITWISE and _touches_float(g, n) else None
         if isinstance(impl, OpaqueImpl) and impl.token in keep:
@@ -99,7 +133,10 @@ def _widen(g: Graph, pinned: dict[int, str], fresh: Iterator[int],
         elif why is None and isinstance(impl, OpaqueImpl) and _touches_float(g, n):
             why = "its JAX primitive is not in this process (read from text)"
         if why is None:
-            nodes.append(Node(n.id, n.op, n.inputs, attrs, wide_type(n.type), n.source))
+            wide = Node(n.id, n.op, n.inputs, attrs, wide_type(n.type), n.source)
+            nodes.append(wide)
+            if memo is not None and impl is None and next(_graphs(n.attrs), None) is None:
+                memo.nodes[id(n)] = (n, wide)  # (a plain node: no body, no primitive)
             continue
         nodes += _pin(g, n, why, pinned, fresh)
     return Graph(nodes, g.params, g.outputs, g.name)

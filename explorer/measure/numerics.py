@@ -39,11 +39,11 @@ from typing import Any
 import numpy as np
 
 from ..backends.reference import NumpyInterpreter, check_args
-from ..backends.widen import OpaqueWideError, widened
+from ..backends.widen import Memo, OpaqueWideError, widened
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, TensorType, TupleType
 from ..ir.opaque import OpaqueImplError
-from .closeness import relative_error
+from .closeness import magnitude, relative_error
 from .inputs import random_inputs
 from .latest import latest
 from .protocol import TraceLike
@@ -224,6 +224,7 @@ def numerics(trace: TraceLike, args: Sequence[Any] | None = None,
         inputs = "the given arguments" if args is not None else "the traced example arguments"
     notes: list[str] = []
     keep: dict[str, str] = {}
+    memo = Memo()
 
     # the reference: the traced stage in float64, every top-level node's value kept
     # rounded to its own type (what each stage's values are compared with)
@@ -233,35 +234,42 @@ def numerics(trace: TraceLike, args: Sequence[Any] | None = None,
         if n.op != "parameter" and n.id in traced:
             want[n.id] = _rounded(value, traced[n.id].type)
 
-    reference = _run_wide(traced, flat, keep, notes, keep_value)
+    reference = _run_wide(traced, flat, keep, memo, notes, keep_value)
     want_out = [_rounded(v, traced[o].type) for v, o in zip(reference, traced.outputs)]
     floats = sorted({d for d in _float_types(traced)}, key=dtypes.NAMES.index)
 
     stages: list[StageNumerics] = []
+    values: dict[int, Any] = {}  # the last stage's low-precision value of each compared node
+    nodes: dict[int, NodeError]
     for k, stage in enumerate(trace.stages):
         g = stage.graph
         if k and (g is trace.stages[k - 1].graph or g == trace.stages[k - 1].graph):
             last = stages[-1]  # an unchanged stage computes the same values
             stages.append(StageNumerics(k, stage.name, last.outputs, last.nodes, last.drift))
             continue
-        # nodes computed as in the stage before (the same node on the same values) have its
-        # errors: only the others are compared
-        same = _unchanged(g, trace.stages[k - 1].graph) if k else set()
-        nodes: dict[int, NodeError] = {i: stages[-1].nodes[i] for i in same
-                                       if i in stages[-1].nodes}
+        # a node whose value is the one it had in the stage before has the error it had
+        # there (most nodes of most stages): only the others are compared
+        before, before_nodes = values, (stages[-1].nodes if stages else {})
+        values, nodes = {}, {}
 
         def compare(n: Node, value: Any, nodes: dict[int, NodeError] = nodes,
-                    same: set[int] = same) -> None:
+                    values: dict[int, Any] = values, before: dict[int, Any] = before,
+                    before_nodes: dict[int, NodeError] = before_nodes) -> None:
             w = want.get(n.id)
-            if w is not None and n.id not in same and n.op != "parameter":
-                error = _error(value, w)
-                if error is not None:
-                    nodes[n.id] = NodeError(*error)
+            if w is None:
+                return
+            values[n.id] = value
+            if n.id in before_nodes and _identical(value, before.get(n.id)):
+                nodes[n.id] = before_nodes[n.id]
+                return
+            error = _error(value, w)
+            if error is not None:
+                nodes[n.id] = NodeError(*error)
 
         low = _run(g, flat, compare, stage.name)
         outputs = [OutputError(i, *(_error(v, w) or (float("inf"), float("inf"))))
                    for i, (v, w) in enumerate(zip(low, want_out, strict=True))]
-        wide = reference if k == 0 else _run_wide(g, flat, keep, notes, None, stage.name)
+        wide = reference if k == 0 else _run_wide(g, flat, keep, memo, notes, None, stage.name)
         drift = relative_error(wide, reference) if floats else 0.0
         stages.append(StageNumerics(k, stage.name, outputs, nodes, drift))
 
@@ -284,12 +292,13 @@ def _run(g: Graph, flat: Sequence[Any], hook: Callable[[Node, Any], None] | None
         raise NumericsError(f"numerics cannot run {where}: {e}") from None
 
 
-def _run_wide(g: Graph, flat: Sequence[Any], keep: dict[str, str], notes: list[str],
-              hook: Callable[[Node, Any], None] | None, where: str = "traced") -> list[Any]:
+def _run_wide(g: Graph, flat: Sequence[Any], keep: dict[str, str], memo: Memo,
+              notes: list[str], hook: Callable[[Node, Any], None] | None,
+              where: str = "traced") -> list[Any]:
     """`g` widened to float64 and run; an opaque primitive JAX will not run wide is kept at
     its precision (a note says so) and the run made again."""
     while True:
-        w = widened(g, keep)
+        w = widened(g, keep, memo)
         try:
             outs = _run(w.graph, flat, hook, f"stage {where!r} in float64")
         except OpaqueWideError as e:
@@ -301,14 +310,13 @@ def _run_wide(g: Graph, flat: Sequence[Any], keep: dict[str, str], notes: list[s
         return outs
 
 
-def _unchanged(g: Graph, before: Graph) -> set[int]:
-    """Ids of `g`'s top-level nodes that compute what they computed in `before`: the same
-    node, reading nodes that do."""
-    same: set[int] = set()
-    for n in g.nodes:
-        if n.id in before and before[n.id] == n and all(i in same for i in n.inputs):
-            same.add(n.id)
-    return same
+def _identical(a: Any, b: Any) -> bool:
+    """Whether two values are the same arrays, bit for bit where no NaN is."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and \
+            all(_identical(x, y) for x, y in zip(a, b))
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype \
+        and a.shape == b.shape and (a is b or np.array_equal(a, b))
 
 
 def _float_types(g: Graph) -> set[str]:
@@ -344,7 +352,14 @@ def _error(got: Any, want: Any) -> tuple[float, float] | None:
         return None
     if np.array_equal(g, w):  # (the common case, and the cheap one)
         return 0.0, 0.0
-    rel = relative_error([g], [w])
+    wide = np.complex128 if w.dtype.kind == "c" else np.float64
+    w64 = w.astype(wide)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(g.astype(wide) - w64)
+    if np.isfinite(d).all():  # both finite everywhere: relative_error's figure, in one pass
+        rel = float(np.max(d, initial=0.0)) / magnitude(w64)
+    else:
+        rel = relative_error([g], [w])
     return rel, ulps_apart(g, w)
 
 
