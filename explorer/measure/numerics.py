@@ -22,7 +22,8 @@ body sees chunks and iterations).
 output error against the reference exceeds the traced stage's own by more than `rtol` (the
 traced program's rounding is the baseline, so an ill-conditioned program does not flag its
 first pass). For a rule pass it then bisects the pass's firings (`Trace.after_firing`) to the
-first one after which the outputs are past it: the rule, its nodes and the user's line.
+first one after which the outputs are past it (a bisection: where the firings move the
+error back and forth, one firing that takes it past): the rule, its nodes and the user's line.
 
 An opaque node (a JAX primitive without a row) runs through JAX in both precisions, the
 float64 run with JAX's 64-bit types on; one that JAX will not run on float64 operands runs at
@@ -43,6 +44,7 @@ from ..backends.widen import Memo, OpaqueWideError, widened
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, TensorType, TupleType
 from ..ir.opaque import OpaqueImplError
+from ..ir.ops.regions import bodies
 from .closeness import magnitude, relative_error
 from .inputs import random_inputs
 from .latest import latest
@@ -169,7 +171,7 @@ class Numerics:
             else:
                 lo, below = mid, error
         r = rewrites[hi - 1]
-        line = _line_of(self._trace.stages[s.index - 1].graph, r.before)
+        line = _line_of(self._trace.stages[s.index - 1].graph, r.source)
         return Change(s.index, s.name, s.max_rel, baseline, rtol, hi - 1, len(rewrites), r.rule,
                       tuple(r.before), tuple(r.after), r.source, line, below)
 
@@ -396,10 +398,17 @@ def _ulps(x: float) -> str:
     return "inf" if x == float("inf") else f"{x:,.0f}"
 
 
-def _line_of(g: Graph, ids: Sequence[int]) -> str:
-    for i in ids:
-        if i in g and g[i].source is not None:
-            text = g[i].source.line_text
+def _line_of(g: Graph, source: str | None) -> str:
+    """The text of the user's line `source` ("file:line"), from a node of `g` or of its
+    bodies made there (a firing's node ids may name a body's nodes: the source is what
+    a firing and its nodes share)."""
+    if source is None:
+        return ""
+    for n in g.nodes:
+        if n.source is not None and str(n.source) == source and n.source.line_text:
+            return n.source.line_text
+        for body in bodies(n):
+            text = _line_of(body[1], source)
             if text:
                 return text
     return ""

@@ -199,3 +199,28 @@ def test_ulps_count_the_floats_between() -> None:
     assert ulps_apart(np.array([np.nan], np.float32), np.array([np.nan], np.float32)) == 0
     assert ulps_apart(np.array([np.nan], np.float32), np.array([1.0], np.float32)) == np.inf
     assert ulps_apart(np.array([3, 9]), np.array([3, 5])) == 4
+
+
+def test_a_firing_inside_a_scan_body_is_found_with_its_line() -> None:
+    def f(xs, big):
+        def step(c, x):
+            return c, (big - big * 1.0) + x  # the cancelling line, in the body
+        return jax.lax.scan(step, big[0], xs)[1]
+
+    xs = np.full((3, 4), 1.0, np.float32)
+    t = gx.explore(f, xs, np.full(4, 1e8, np.float32),
+                   pipeline=[RewritePass("reassociate", [REASSOCIATE_SUB])])
+    assert any(r.region for r in t.stage("reassociate").report.rewrites)
+    n = t.numerics()
+    assert n[0].max_rel == 0.0
+    change = n.first_change(rtol=1e-3)
+    assert change.name == "reassociate" and change.rule == "reassociate-sub"
+    assert "the cancelling line" in change.line
+
+
+# (a - b) + c -> a - (b - c): exact in real numbers, not in float32
+REASSOCIATE_SUB = Rule("reassociate-sub",
+                       pat("add", pat("sub", var("a"), var("b"), name="inner"), var("c"),
+                           name="root"),
+                       lambda ctx, root, inner, a, b, c: None if ctx.users(inner) != (root.id,)
+                       else ctx.emit("sub", (a, ctx.emit("sub", (b, c)))))
