@@ -280,8 +280,10 @@ def numerics(trace: TraceLike, args: Sequence[Any] | None = None,
         return max((e[0] for v, w in zip(outs, want_out, strict=True)
                     for e in [_error(v, w) or (float("inf"), 0.0)]), default=0.0)
 
+    # a node pinned in several stages (under other ids there) is said once
+    said = {note.split(" ", 1)[-1]: note for note in reversed(notes)}
     result = Numerics(stages, ", ".join(floats) or "exact (no float values)", inputs,
-                      list(dict.fromkeys(notes)), probe, trace)
+                      list(reversed(said.values())), probe, trace)
     latest(trace).numerics = result
     return result
 

@@ -224,3 +224,17 @@ REASSOCIATE_SUB = Rule("reassociate-sub",
                            name="root"),
                        lambda ctx, root, inner, a, b, c: None if ctx.users(inner) != (root.id,)
                        else ctx.emit("sub", (a, ctx.emit("sub", (b, c)))))
+
+
+@pytest.mark.parametrize("name", ["dropout", "rnn_grad"])
+def test_zoo_programs(name: str) -> None:
+    """Random bits turned into floats by a bitcast (kept at float32, said once) and a scan's
+    gradient: every stage within float32's rounding of float64, nothing moved."""
+    from tests.corpora.zoo import zoo
+
+    fn, args = zoo()[name]
+    n = gx.explore(fn, *args).numerics()
+    assert all(s.max_rel < 1e-5 for s in n.stages)
+    assert n.first_change() is None
+    if name == "dropout":
+        assert len(n.notes) == 2 and all("bitcast_convert_type" in x for x in n.notes)
