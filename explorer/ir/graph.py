@@ -340,7 +340,7 @@ def _fmt_float(x: float) -> str:
 
 def _fmt_literal(lit: Literal) -> str:
     arr = lit.array
-    if arr.dtype.itemsize == 0:  # float0: no data, the type is all of it
+    if dtypes.is_float0(lit.type.dtype):  # no data: the type is all of it
         return f"dense<{lit.type}>"
     if arr.size <= INLINE_LITERAL_LIMIT:
         body = _nested(arr.tolist())

@@ -120,6 +120,15 @@ def test_gradient_of_stack_unstacks_without_an_opaque_node():
         assert not any(n.op == "opaque" for s in t.stages for n in s.graph.nodes)
     _check(lambda a: lax.unstack(a, 1), x)
     _check(lambda a: lax.unstack(a[:1], 0), x)  # one piece: a 1-tuple read out
+    _check(lambda a: (lax.unstack(a[:, :0], 1), a * 2), x)  # no pieces
+
+    def scanned(xs):  # inside a scan body (and its gradient's)
+        def body(c, a):
+            y = jnp.stack([a[0] * c, jnp.cos(a[1])], 1)
+            return c + jnp.sum(y), y
+        return jnp.sum(lax.scan(body, 1.0, xs)[1] ** 2)
+
+    _check(jax.grad(scanned), RNG.random((4, 2, 3), np.float32), rtol=1e-5)
 
 
 def test_random_0d_shapes():
