@@ -1,4 +1,10 @@
-"""Element types by their short HLO-style names (f32, i32, pred, ...)."""
+"""Element types by their short HLO-style names (f32, i32, pred, ...), and JAX's `float0`.
+
+`float0` is the tangent type of integer and boolean values (the cotangent a `custom_vjp`'s
+backward pass or `jax.grad(..., allow_int=True)` gives an integer input): its elements hold no
+data (NumPy's zero-width void, `jax.dtypes.float0`, itemsize 0). It is carried as JAX carries
+it, through the rows that only move or place elements; its bytes count 0 everywhere.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ _BY_NAME: dict[str, np.dtype] = {
     "f64": np.dtype(np.float64),
     "c64": np.dtype(np.complex64),
     "c128": np.dtype(np.complex128),
+    # equal to jax.dtypes.float0 (without importing JAX here)
+    "float0": np.dtype([("float0", np.void, 0)]),
 }
 _BY_DTYPE = {v: k for k, v in _BY_NAME.items()}
 
@@ -47,12 +55,17 @@ def from_numpy(dtype) -> str:
         raise ValueError(f"unsupported element type {dt}") from None
 
 
+def is_float0(name: str) -> bool:
+    """Whether the type is JAX's float0, whose elements hold no data."""
+    return name == "float0"
+
+
 def is_float(name: str) -> bool:
     return name in ("bf16", "f16", "f32", "f64")
 
 
 def is_int(name: str) -> bool:
-    return name[0] in "iu"
+    return name[0] in "iu"  # (not float0)
 
 
 def is_unsigned(name: str) -> bool:
@@ -64,12 +77,12 @@ def is_bool(name: str) -> bool:
 
 
 def itemsize(name: str) -> int:
-    """Bytes an element takes in a NumPy array (a 4-bit integer takes one)."""
+    """Bytes an element takes in a NumPy array (a 4-bit integer takes one, float0 none)."""
     return _BY_NAME[name].itemsize
 
 
 def bits(name: str) -> int:
-    """The element type's width in bits, as XLA counts it (i4: 4, pred: 8)."""
+    """The element type's width in bits, as XLA counts it (i4: 4, pred: 8, float0: 0)."""
     return 4 if name in ("i4", "u4") else 8 * _BY_NAME[name].itemsize
 
 

@@ -340,6 +340,8 @@ def _fmt_float(x: float) -> str:
 
 def _fmt_literal(lit: Literal) -> str:
     arr = lit.array
+    if dtypes.is_float0(lit.type.dtype):  # no data: the type is all of it
+        return f"dense<{lit.type}>"
     if arr.size <= INLINE_LITERAL_LIMIT:
         body = _nested(arr.tolist())
     else:

@@ -233,7 +233,11 @@ def _literal(t: _Tokens) -> Literal:
         raise t.error("a literal has a tensor type")
     npd = dtypes.to_numpy(typ.dtype)
     kind, text, pos = t.peek()
-    if kind == "name" and text == "b64":
+    if dtypes.is_float0(typ.dtype):  # it holds no data: dense<float0[3]>
+        if text != ">":
+            raise t.error_at(pos, f"a {typ.dtype} literal holds no data: write dense<{typ}>")
+        arr = np.zeros(typ.shape, npd)
+    elif kind == "name" and text == "b64":
         t.next()
         raw = json.loads(t.expect_kind("str", "a base64 string"))
         try:

@@ -76,3 +76,23 @@ def test_literal_equality_is_by_value() -> None:
     assert Literal(np.float32(1)) == Literal(1.0, "f32")
     assert Literal(np.float32(1)) != Literal(1.0, "f64")
     assert len({Literal([1, 2], "i32"), Literal(np.array([1, 2], np.int32))}) == 1
+
+
+def test_float0_values_print_as_their_type_and_parse_back() -> None:
+    """float0 (JAX's tangent type of integers) holds no data: its literal is its type alone,
+    and a literal that gives it data is refused, saying so."""
+    import jax
+
+    b = GraphBuilder("tangents")
+    x = b.param(TensorType((3,), "float0"), "t")
+    z = b.constant(np.zeros((), jax.dtypes.float0))
+    y = b.add("broadcast_in_dim", [z], {"shape": (2, 3), "broadcast_dimensions": ()})
+    g = b.build([x, y])
+    text = str(g)
+    assert "float0[3] parameter()" in text and "dense<float0[]>" in text
+    back = parse(text)
+    assert back == g and str(back) == text
+    verify(back)
+    assert back[z].attrs["value"].array.dtype == jax.dtypes.float0
+    with pytest.raises(ParseError, match="float0 literal holds no data: write dense<float0"):
+        parse(text.replace("dense<float0[]>", "dense<float0[] 0>"))

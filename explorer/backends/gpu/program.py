@@ -43,6 +43,8 @@ def to_device(xp: Any, value: Any, dtype: Any = None) -> Any:
     if isinstance(value, xp.ndarray) and xp is not np:
         return value if dtype is None else value.astype(dtype, copy=False)
     host = np.asarray(value, dtype)
+    if host.dtype.itemsize == 0:  # float0 holds no data (and CuPy has no such type): host
+        return host
     if host.ndim == 0:
         return xp.asarray(host.reshape(1)).reshape(())
     return xp.asarray(host)

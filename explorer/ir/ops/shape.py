@@ -1,8 +1,8 @@
 """Rows that produce, move, re-index or relabel elements without computing: the sources
 (`parameter`, `constant`, `iota`), broadcast, reshape, transpose, squeeze, expand_dims, rev,
-the slices, concatenate, split, pad, tile, stack and get_tuple_element. Most are views of their
-operand (traits.View); `pad_reference` is the NumPy `pad` that convolution and window rows
-reuse.
+the slices, concatenate, split, pad, tile, stack, unstack and get_tuple_element. Most are views
+of their operand (traits.View); `pad_reference` is the NumPy `pad` that convolution and window
+rows reuse.
 """
 
 from __future__ import annotations
@@ -395,6 +395,34 @@ def _jax_stack(*xs, axis):
 register(OpDef("stack", OpKind.SHAPE, None, ("axis",), _stack_infer,
                lambda *xs, axis: np.stack(xs, axis), no_flops, _jax_stack,
                lambda rng: ([sample_array(rng, (2, 3)), sample_array(rng, (2, 3))], {"axis": 1})))
+
+
+def _unstack_infer(ts: Sequence[TensorType], a: Attrs) -> TupleType:
+    (t,) = ts
+    axis = a["axis"]
+    if not 0 <= axis < t.rank:
+        raise OpError(f"unstack: axis {axis} out of range for {t}")
+    piece = TensorType(t.shape[:axis] + t.shape[axis + 1:], t.dtype)
+    return TupleType((piece,) * t.shape[axis])
+
+
+def _unstack_ref(x, axis):
+    """The pieces along `axis`, each a basic-index view of `x` (as split's are)."""
+    x = np.asarray(x)
+    lead = (slice(None),) * axis
+    return tuple(x[(*lead, k)] for k in range(x.shape[axis]))
+
+
+def _unstack_program(x: list[str], ts: Sequence[Type], out: Type, a: Attrs) -> str:
+    lead = ":, " * a["axis"]
+    return "(" + "".join(f"{x[0]}[{lead}{k}], " for k in range(len(out.elements))) + ")"  # type: ignore[union-attr]
+
+
+# The transpose of stack (JAX's unstack primitive: jnp.stack's gradient).
+register(OpDef("unstack", OpKind.SHAPE, 1, ("axis",), _unstack_infer, _unstack_ref, no_flops,
+               lambda x, axis: tuple(lax_fn("unstack")(x, axis)),
+               lambda rng: ([sample_array(rng, (2, 3, 4))], {"axis": 1}),
+               program=_unstack_program))
 
 
 def _gte_infer(ts: Sequence[Type], a: Attrs) -> TensorType:

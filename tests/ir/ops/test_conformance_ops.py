@@ -1,8 +1,9 @@
 """Ops at their edges against `jax.jit`: reductions over empty axes (XLA folds from the
 monoid's identity), windows wider than the padded input (no positions), a scatter into a
 transposed operand (jnp.pad with a function mode), sorting bfloat16 with NaNs (nanmedian),
-a split into one piece, and the random samplers at 0-d shapes. Every stage of the pipeline
-runs on the reference, cpu and jax backends and must give jax.jit's shape, dtype and value."""
+a split into one piece, the gradient of a stack (unstack), and the random samplers at 0-d
+shapes. Every stage of the pipeline runs on the reference, cpu and jax backends and must give
+jax.jit's shape, dtype and value."""
 
 from __future__ import annotations
 
@@ -107,6 +108,27 @@ def test_split_into_one_piece():
         return lax.while_loop(lambda c: c[0] < 3, body, (0, v))
 
     _check(loop, x)
+
+
+def test_gradient_of_stack_unstacks_without_an_opaque_node():
+    """jnp.stack's transpose is JAX's unstack primitive: a row of its own (pieces as views,
+    along any axis, one piece as a 1-tuple), never an opaque round trip through JAX."""
+    x = RNG.random((2, 3, 4), np.float32)
+    for axis in (0, 1, 2):
+        f = lambda a: jnp.sum(jnp.stack([a[0] * 2, jnp.sin(a[1]), a[0] * a[1]], axis) ** 2)  # noqa: B023, E731
+        t = _check(jax.grad(f), x, rtol=1e-6, ops=("unstack",))
+        assert not any(n.op == "opaque" for s in t.stages for n in s.graph.nodes)
+    _check(lambda a: lax.unstack(a, 1), x)
+    _check(lambda a: lax.unstack(a[:1], 0), x)  # one piece: a 1-tuple read out
+    _check(lambda a: (lax.unstack(a[:, :0], 1), a * 2), x)  # no pieces
+
+    def scanned(xs):  # inside a scan body (and its gradient's)
+        def body(c, a):
+            y = jnp.stack([a[0] * c, jnp.cos(a[1])], 1)
+            return c + jnp.sum(y), y
+        return jnp.sum(lax.scan(body, 1.0, xs)[1] ** 2)
+
+    _check(jax.grad(scanned), RNG.random((4, 2, 3), np.float32), rtol=1e-5)
 
 
 def test_random_0d_shapes():

@@ -58,7 +58,7 @@ LINALG = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"]
 # Rows that move or combine data without caring about its type: re-typed at their sample shape.
 DATA = ["iota", "broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "rev",
         "slice", "dynamic_slice", "dynamic_update_slice", "concatenate", "split", "pad", "tile",
-        "stack", "dot_general", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort",
+        "stack", "unstack", "dot_general", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort",
         "top_k", "reduce_window_sum", "reduce_window_max", "reduce_window_min",
         "select_and_scatter_add", "select_and_gather_add", "conv_general_dilated", "gather",
         "scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max", *LINALG]
