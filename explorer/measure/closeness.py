@@ -24,9 +24,16 @@ from ..ir import dtypes
 TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-3, "f64": 1e-9, "c64": 1e-3, "c128": 1e-9}
 
 
+def holds_no_data(a: np.ndarray) -> bool:
+    """A float0 array (the tangent type of integer inputs): a shape and no values."""
+    return a.dtype.kind == "V" and a.dtype.itemsize == 0
+
+
 def magnitude(want: Any) -> float:
     """The scale of `want`: its largest finite absolute value, at least 1."""
     w = np.asarray(want)
+    if holds_no_data(w):
+        return 1.0
     if w.dtype.kind not in "fc":  # integers, booleans, bfloat16: as float64
         w = w.astype(np.float64)
     return max(1.0, float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0)))
@@ -37,7 +44,12 @@ def relative_error(got: Sequence[Any], want: Sequence[np.ndarray]) -> float:
     output's magnitude; infinite where a shape differs or a non-finite value moved."""
     worst = 0.0
     for g, w in zip(got, want, strict=True):
-        g64, w64 = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
+        g, w = np.asarray(g), np.asarray(w)
+        if holds_no_data(g) or holds_no_data(w):  # float0: only the shape and type to match
+            if g.shape != w.shape or g.dtype != w.dtype:
+                return float("inf")
+            continue
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
         if g64.shape != w64.shape:
             return float("inf")
         finite = np.isfinite(w64)
@@ -51,7 +63,8 @@ def relative_error(got: Sequence[Any], want: Sequence[np.ndarray]) -> float:
 def within_tolerance(error: float, want: Sequence[np.ndarray]) -> bool:
     """Whether `error` is within the tightest TOLERANCE of `want`'s element types (0 for
     integers and booleans)."""
-    names = [dtypes.from_numpy(np.asarray(w).dtype) for w in want]
+    names = [dtypes.from_numpy(np.asarray(w).dtype) for w in want
+             if not holds_no_data(np.asarray(w))]
     return error <= min((TOLERANCE.get(n, 0.0) for n in names), default=0.0)
 
 
@@ -76,6 +89,8 @@ def mismatch(got: Any, want: Any, rtol: float, atol: float) -> str:
     g, w = np.asarray(got), np.asarray(want)
     if g.shape != w.shape:
         return f"shape {list(g.shape)} where {list(w.shape)} is wanted"
+    if holds_no_data(g) or holds_no_data(w):
+        return "" if g.dtype == w.dtype else f"type {g.dtype} where {w.dtype} is wanted"
     if w.dtype.kind in "biu" and g.dtype.kind in "biu":
         bad = g != w
     else:

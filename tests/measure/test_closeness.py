@@ -35,3 +35,13 @@ def test_integers_are_exact_and_shapes_must_agree():
     assert "1 of 4 entries differ" in mismatch(want + np.eye(4, dtype=np.int32)[0], want, 1.0, 1.0)
     assert "shape [3]" in mismatch(want[:3], want, 0.0, 0.0)
     assert check_outputs([want[:3]], [want]) == (False, float("inf"))
+
+
+def test_float0_outputs_match_by_shape_and_type_alone():
+    import jax
+
+    zero = np.zeros((2, 3), jax.dtypes.float0)
+    assert check_outputs([zero], [np.zeros((2, 3), jax.dtypes.float0)]) == (True, 0.0)
+    assert check_outputs([np.zeros((3,), jax.dtypes.float0)], [zero])[0] is False
+    assert mismatch(zero, zero, 1e-3, 0.0) == ""
+    assert "type" in mismatch(np.zeros((2, 3), np.float32), zero, 1e-3, 0.0)
