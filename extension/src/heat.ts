@@ -83,10 +83,10 @@ export interface Paint {
   tip: string;
 }
 
-/** The keys of the boxes a drawn graph has (not the frames of open groups and regions). */
-export function boxKeys(svg: SVGSVGElement | null): Set<string> {
+/** The keys of the boxes a drawn graph has (with `frames`, of open groups and regions too). */
+export function boxKeys(svg: SVGSVGElement | null, frames = false): Set<string> {
   const out = new Set<string>();
-  for (const g of Array.from(svg?.querySelectorAll("g.node") ?? [])) {
+  for (const g of Array.from(svg?.querySelectorAll(frames ? "g.node, g.cluster" : "g.node") ?? [])) {
     const key = keyOf(g);
     if (key) out.add(key);
   }
@@ -106,7 +106,8 @@ export function topNodes(profile: ProfileData, n = 5): number[] {
   return [...profile.rows].sort((a, b) => b.seconds - a.seconds || a.node - b.node).filter((r) => r.seconds > 0).slice(0, n).map((r) => r.node);
 }
 
-/** The box drawing node `id`: its own, else the smallest drawn group holding it. */
+/** The box drawing node `id` (its own box, or its open region's frame), else the smallest
+ * drawn group holding it. */
 export function boxOf(id: number, drawn: Set<string>, groups: Record<string, number[]>): string | null {
   if (drawn.has(`n${id}`)) return `n${id}`;
   let best: string | null = null;

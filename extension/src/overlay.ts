@@ -62,8 +62,9 @@ export interface PaneGraph {
 }
 
 /** Draw the overlays on both panes (the whole pass's graphs only: a firing's intermediate
- * graphs were never measured). The scale is shared by the panes: time up to the hottest box
- * of either, error over six decades below the largest. `legend` gets the scale's figures. */
+ * graphs were never measured). Time is scaled to each pane's hottest box (its stage's own
+ * profile: two profiles need not be alike); error, an absolute figure, over six decades
+ * below the largest of either pane. `legend` gets the scale's figures. */
 export function applyOverlay(get: Get, panes: [PaneGraph, PaneGraph], stale: boolean, legend: HTMLElement | null): void {
   const index = get("index");
   const on = get("show_heat") !== false && !stale && (get("shown_firing") ?? -1) < 1;
@@ -72,15 +73,18 @@ export function applyOverlay(get: Get, panes: [PaneGraph, PaneGraph], stale: boo
   if (mode === "time") {
     const scale = get("heat_scale") ?? "hottest";
     const measured = stagesAround(get("profiles"), index).map((p, k) => (p && panes[k].svg ? { p, cells: boxSeconds(p, panes[k].groups), drawn: boxKeys(panes[k].svg) } : null));
-    const top = Math.max(0, ...measured.map((m) => (m ? hottest(m.cells, m.drawn) : 0)));
+    const tops = measured.map((m) => (m ? hottest(m.cells, m.drawn) : 0));
     panes.forEach((pane, k) => {
       const m = measured[k];
       if (!pane.svg) return;
-      paintHeat(pane.svg, m?.cells ?? null, m ? heatTip(m.p) : () => "", top, scale);
-      markTop(pane.svg, m ? topRanks(m.p, m.drawn, pane.groups) : new Map());
+      paintHeat(pane.svg, m?.cells ?? null, m ? heatTip(m.p) : () => "", tops[k], scale);
+      markTop(pane.svg, m ? topRanks(m.p, boxKeys(pane.svg, true), pane.groups) : new Map());
       pane.canvas.classList.toggle("gx-heated", !!m);
     });
-    if (scaleText) scaleText.textContent = scale === "log" ? `log: ${formatSeconds(top / 10 ** LOG_DECADES)} → ${formatSeconds(top)} (the hottest box)` : `0 → ${formatSeconds(top)} (the hottest box)`;
+    const low = (t: number) => (t < 1e-6 ? `${(t * 1e9).toFixed(0)} ns` : formatSeconds(t));
+    const range = (top: number) => (scale === "log" ? `${low(top / 10 ** LOG_DECADES)} → ${formatSeconds(top)}` : `0 → ${formatSeconds(top)}`);
+    const each = tops.map((t, k) => (measured[k] ? `${index > 0 ? (k ? "after " : "before ") : ""}${range(t)}` : "")).filter(Boolean);
+    if (scaleText) scaleText.textContent = `${scale === "log" ? "log, " : ""}to each stage's hottest box: ${each.join(" · ")}`;
   } else if (mode === "error") {
     const measured = stagesAround(get("errors"), index).map((e, k) => (e && panes[k].svg ? { e, cells: boxErrors(e.nodes, panes[k].groups), drawn: boxKeys(panes[k].svg) } : null));
     let top = 0;

@@ -490,13 +490,14 @@ describe("where the time goes", () => {
   });
 
   it("scales to the hottest box, or logarithmically, and outlines the slowest nodes", async () => {
-    // stage 0's %1 (8 ms) is the hottest box of either pane: the darkest
+    // each pane's hottest box is the darkest: stage 0's %1 (8 ms), stage 1's group (7 ms)
     const darkest = fill("before", "n1");
+    expect(fill("after", "g0123456789")).toBe(darkest);
     expect(fill("after", "n1")).not.toBe(darkest); // 6 ms
-    const linear = fill("after", "n2"); // 1 ms: an eighth of the way
+    const linear = fill("after", "n2"); // 1 ms: a seventh of the way
     const tags = (side: string) => Array.from(el.querySelectorAll(`.gx-pane-${side} .gx-topnode`)).map((g) => `${g.getAttribute("class")!.split(" ")[1]} ${g.querySelector(".gx-top-text")!.textContent}`);
     expect(tags("after")).toEqual(["gx_n1 #1", "gx_n2 #2"]);
-    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("0 → 8.00 ms (the hottest box)");
+    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("to each stage's hottest box: before 0 → 8.00 ms · after 0 → 7.00 ms");
     const scale = el.querySelector(".gx-heat-scale") as HTMLSelectElement;
     scale.value = "log";
     scale.dispatchEvent(new Event("change"));
@@ -504,7 +505,7 @@ describe("where the time goes", () => {
     expect(model.get("heat_scale")).toBe("log");
     expect(fill("before", "n1")).toBe(darkest);
     expect(fill("after", "n2")).not.toBe(linear); // darker: less than a decade below the top
-    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("log: 8.0 µs → 8.00 ms (the hottest box)");
+    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("log, to each stage's hottest box: before 8.0 µs → 8.00 ms · after 7.0 µs → 7.00 ms");
   });
 
   it("colours by error where numerics were taken, on its own ramp", async () => {
