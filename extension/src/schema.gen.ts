@@ -52,12 +52,9 @@ export interface RewriteRow {
 }
 
 /**
- * A remark of the stage's pass: what it did not do, or decided, and why
- * (Remark.to_json() of explorer/ir/remarks.py: the pass, "missed" or "analysis", the rule or
- * decision, the reason in words, the node ids, the user's line or null, the control-flow body or
- * ""), with the text of its line and the graph elements (`*_keys`) drawing its nodes: a node in a
- * closed group or region lights that box, and a remark inside a body is listed under its region's
- * node too.
+ * A remark of the stage's pass (Remark.to_json(), explorer/ir/remarks.py),
+ * with its line's text and the boxes (`*_keys`) drawing its nodes; a remark in a body is listed
+ * under its region's node too.
  */
 export interface RemarkRow {
   pass: string;
@@ -302,10 +299,7 @@ export type Tab = "diff" | "rewrites" | "why" | "cost" | "kernels" | "run" | "ro
 /** What the graphs' overlay colours boxes by: the profile's times, or the nodes' numerical error. */
 export type ColourBy = "time" | "error";
 
-/**
- * How time maps onto the heat ramp: linearly up to the hottest box drawn, or over three
- * decades below it (log).
- */
+/** How time maps onto the heat ramp: up to the stage's hottest box, or 3 decades below it (log). */
 export type HeatScale = "hottest" | "log";
 
 /**
