@@ -83,18 +83,19 @@ export interface Paint {
   tip: string;
 }
 
-/** The keys of the boxes a drawn graph has (with `frames`, of open groups and regions too). */
-export function boxKeys(svg: SVGSVGElement | null, frames = false): Set<string> {
+/** The keys of what a drawn graph draws: its boxes and the frames of open regions (a kernel
+ * or loop, timed whole: "nodes"), and with "all" the frames of open groups too (a group's frame
+ * sums its boxes: the top of a scale leaves it out, or it would pale them all). */
+export function boxKeys(svg: SVGSVGElement | null, which: "nodes" | "all" = "nodes"): Set<string> {
   const out = new Set<string>();
-  for (const g of Array.from(svg?.querySelectorAll(frames ? "g.node, g.cluster" : "g.node") ?? [])) {
+  for (const g of Array.from(svg?.querySelectorAll(which === "all" ? "g.node, g.cluster" : "g.node, g.cluster.gx_region") ?? [])) {
     const key = keyOf(g);
     if (key) out.add(key);
   }
   return out;
 }
 
-/** The largest value among the boxes drawn (`drawn`), frames left out: the top of a scale
- * (an open group's frame sums its boxes and would pale them all). */
+/** The largest value among `drawn` (boxKeys): the top of a scale. */
 export function hottest(cells: Map<string, { seconds: number }> | null, drawn: Set<string>): number {
   let top = 0;
   for (const [key, c] of cells ?? []) if (drawn.has(key) && c.seconds > top) top = c.seconds;

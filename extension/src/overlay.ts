@@ -78,7 +78,7 @@ export function applyOverlay(get: Get, panes: [PaneGraph, PaneGraph], stale: boo
       const m = measured[k];
       if (!pane.svg) return;
       paintHeat(pane.svg, m?.cells ?? null, m ? heatTip(m.p) : () => "", tops[k], scale);
-      markTop(pane.svg, m ? topRanks(m.p, boxKeys(pane.svg, true), pane.groups) : new Map());
+      markTop(pane.svg, m ? topRanks(m.p, boxKeys(pane.svg, "all"), pane.groups) : new Map());
       pane.canvas.classList.toggle("gx-heated", !!m);
     });
     const low = (t: number) => (t < 1e-6 ? `${(t * 1e9).toFixed(0)} ns` : formatSeconds(t));

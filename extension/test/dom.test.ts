@@ -5,6 +5,7 @@ import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
 import { diffTable } from "../src/views";
+import { boxKeys, hottest } from "../src/heat";
 import { fixture, measured } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -339,6 +340,19 @@ describe("the widget", () => {
     model.save_changes();
     await flush();
     expect(el.querySelector(".gx-rewrites td.gx-region")!.textContent).toBe("%7.body");
+  });
+});
+
+describe("the overlay's scale", () => {
+  it("tops out at a box or an open region's frame, never an open group's frame", () => {
+    const svg = new DOMParser().parseFromString(
+      `<svg xmlns="http://www.w3.org/2000/svg"><g class="node gx_n1"></g><g class="cluster gx_n7 gx_toggle gx_open gx_region"></g><g class="cluster gx_gaaaaaaaaaa gx_toggle gx_open"></g></svg>`,
+      "image/svg+xml",
+    ).documentElement as unknown as SVGSVGElement;
+    expect([...boxKeys(svg)].sort()).toEqual(["n1", "n7"]);
+    expect([...boxKeys(svg, "all")].sort()).toEqual(["gaaaaaaaaaa", "n1", "n7"]);
+    const cells = new Map([["n1", { seconds: 1 }], ["n7", { seconds: 5 }], ["gaaaaaaaaaa", { seconds: 6 }]]);
+    expect(hottest(cells, boxKeys(svg))).toBe(5); // the kernel, timed whole
   });
 });
 
