@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..files import write_atomic
 from .measured import trace_measured
-from .payload import stage_summaries, stage_view
+from .payload import overlay_state, stage_summaries, stage_view
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, IDLE, RunState
@@ -115,7 +115,7 @@ def export_data(trace: TraceLike, *, max_nodes: int = DEFAULT_MAX_NODES, runs: R
              **{k: DEFAULTS[k] for k in ("tab", "selected_rewrite", "sync_panes", "firing")},
              "backends": [], "run_rows": list(run_rows or []), "run_state": RunState(**IDLE),
              **(trace_measured(trace) if measured is None else measured),
-             "show_heat": DEFAULTS["show_heat"]}
+             "show_heat": DEFAULTS["show_heat"], **overlay_state(trace)}
     return {"state": state, "views": views}
 
 

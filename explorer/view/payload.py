@@ -6,18 +6,32 @@ stage and cached by the caller.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.cost import Cost, graph_cost
 from ..analysis.memory import plan
 from ..ir.graph import Graph
+from ..ir.remarks import Remark
+from ..measure.latest import latest
 from ..passes.base import Rewrite
 from .diff import ir_diff
 from .graphdiff import graph_diff
 from .render import DEFAULT_MAX_NODES, Rendered, render, search_reveal
-from .schema import CostNumbers, CostView, DiffCounts, RewriteRow, StageSummary, StageView, fields
+from .schema import (
+    DEFAULTS,
+    CostNumbers,
+    CostView,
+    DiffCounts,
+    ErrorsData,
+    RemarkRow,
+    RewriteRow,
+    StageSummary,
+    StageView,
+    fields,
+)
 
 if TYPE_CHECKING:
     from ..measure.protocol import TraceLike
@@ -68,14 +82,16 @@ def cost_view(trace: TraceLike, index: int, firing: int = -1) -> CostView:
                     memory_limit=trace.memory_limit, nodes=nodes)
 
 
-def _line_text(graphs: tuple[Graph, Graph], rw: Rewrite) -> str:
-    """The text of the line the rewrite names (rw.source, its root's "file:line"): taken from
-    a node at that line (in the body the rewrite fired in), never from a neighbour's."""
-    for graph, ids in zip(graphs, (rw.before, rw.after)):
-        g = _graph_at(graph, rw.region)
-        for i in ids if g is not None else ():
+def _line_text(graphs: tuple[Graph, Graph], ids: tuple[Iterable[int], Iterable[int]],
+               source: str | None, region: str) -> str:
+    """The text of the line `source` ("file:line", of a rewrite's root or a remark's first
+    node) names: taken from a node of `ids` (before, after) at that line, in the body `region`
+    names, never from a neighbour's."""
+    for graph, nodes in zip(graphs, ids):
+        g = _graph_at(graph, region)
+        for i in nodes if g is not None else ():
             src = g[i].source if i in g else None  # type: ignore[union-attr]
-            if src is not None and (rw.source is None or str(src) == rw.source):
+            if src is not None and (source is None or str(src) == source):
                 return src.line_text
     return ""
 
@@ -103,11 +119,74 @@ def rewrite_rows(before: Graph | None, after: Graph, rewrites: Iterable[Rewrite]
                  rb: Rendered | None, ra: Rendered) -> list[RewriteRow]:
     graphs = (before or after, after)
     return [RewriteRow(rule=rw.rule, before=list(rw.before), after=list(rw.after),
-                       source=rw.source or "", line_text=_line_text(graphs, rw),
+                       source=rw.source or "",
+                       line_text=_line_text(graphs, (rw.before, rw.after), rw.source, rw.region),
                        region=rw.region,
                        before_keys=rb.elements(rw.before, rw.region) if rb else [],
                        after_keys=ra.elements(rw.after, rw.region))
             for rw in rewrites]
+
+
+def _region_heads(r: Rendered, region: str) -> list[str]:
+    """The boxes of the region nodes a body path ("%7.body/%3.branches[1]") goes through: a
+    remark inside a body is listed under its region's node."""
+    parts = region.split("/") if region else []
+    out: list[str] = []
+    for k, part in enumerate(parts):
+        m = _REGION_PART.match(part)
+        if m is not None:
+            out += r.elements([int(m.group(1))], "/".join(parts[:k]))
+    return out
+
+
+def remark_rows(before: Graph | None, after: Graph, remarks: Iterable[Remark],
+                rb: Rendered | None, ra: Rendered) -> list[RemarkRow]:
+    """The stage's remarks as the why tab and the markers read them (schema.RemarkRow)."""
+    graphs = (before or after, after)
+    out = []
+    for m in remarks:
+        keys = [sorted(set(r.elements(m.nodes, m.region) + _region_heads(r, m.region)))
+                if r is not None else [] for r in (rb, ra)]
+        row = {**m.to_json(), "line_text": _line_text(graphs, (m.nodes, m.nodes), m.source,
+                                                       m.region),
+               "before_keys": keys[0], "after_keys": keys[1]}
+        out.append(RemarkRow(**row))  # type: ignore[typeddict-item]
+    return out
+
+
+def remarks_at(rows: Sequence[RemarkRow], key: str) -> list[RemarkRow]:
+    """The remarks about the box `key` (in either pane; "": all of them): the why tab's list
+    for the selected node."""
+    return [r for r in rows if not key or key in r["before_keys"] or key in r["after_keys"]]
+
+
+def _finite(x: Any) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def error_data(trace: TraceLike) -> list[ErrorsData]:
+    """Each stage's nodes' own error (max relative, against float64) from the trace's latest
+    numerics (measure/latest.py; trace.numerics()), for colouring by error; none before one
+    was taken. A stage of the numerics that names another pass (the trace changed since) is
+    left out."""
+    numerics = getattr(latest(trace), "numerics", None)
+    out = []
+    for k, (stage, ns) in enumerate(zip(trace.stages, getattr(numerics, "stages", None) or ())):
+        if getattr(ns, "name", stage.name) != stage.name:
+            continue
+        nodes = getattr(ns, "nodes", None) or {}
+        out.append(ErrorsData(stage=k, stage_name=stage.name,
+                              nodes={str(i): _finite(getattr(e, "max_rel", e))
+                                     for i, e in nodes.items()}))
+    return out
+
+
+def overlay_state(trace: TraceLike) -> dict[str, Any]:
+    """The overlay's starting state (colouring, its scale, the missed markers, no selection)
+    and the trace's errors: what a widget starts from and an exported page carries."""
+    return {**{k: DEFAULTS[k] for k in ("heat_scale", "colour_by", "show_missed")},
+            "selected_node": "", "errors": error_data(trace)}
 
 
 def reveal_for(trace: TraceLike, index: int, query: str,
@@ -155,5 +234,7 @@ def stage_view(trace: TraceLike, index: int, max_nodes: int = DEFAULT_MAX_NODES,
         diff_counts=counts, note=notes[0],
         ir_diff=[list(r) for r in text.rows],  # JSON arrays
         rewrites=rewrite_rows(before, after, rewrites, rb, ra),
+        remarks=remark_rows(before, after, trace.stages[index].report.remarks if index else (),
+                            rb, ra),
         cost=cost_view(trace, index, firing),
     )

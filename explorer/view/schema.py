@@ -77,6 +77,15 @@ class RewriteRow(TypedDict):
     after_keys: list[str]
 
 
+RemarkRow = TypedDict("RemarkRow", {  # "pass" is a keyword: the functional form
+    "pass": str, "kind": Literal["missed", "analysis"], "rule": str, "reason": str,
+    "nodes": list[int], "source": str | None, "region": str, "line_text": str,
+    "before_keys": list[str], "after_keys": list[str]})
+RemarkRow.__doc__ = """A remark of the stage's pass (Remark.to_json(), explorer/ir/remarks.py),
+with its line's text and the boxes (`*_keys`) drawing its nodes; a remark in a body is listed
+under its region's node too."""
+
+
 class CostNumbers(TypedDict):
     """FLOPs, bytes moved and the planned peak of live temporaries."""
 
@@ -102,6 +111,7 @@ class StageView(TypedDict):
     element's key to the words a search matches, `*_lines` to the source lines ("file:line")
     of the nodes it draws, `*_groups` a group's key (closed or open) to the ids of the graph's
     own nodes inside it (a box `n<id>` draws node %id; region bodies' nodes are not listed).
+`remarks` are the stage's pass's (stage.report.remarks; none for the traced stage).
     `stage` is the index of the stage shown: while it differs from the chosen index the front
     end shows that it is loading. `shown_firing` is the firing shown (k >= 1: the graph before
     and after the pass's k-th firing; -1: the whole pass)."""
@@ -120,6 +130,7 @@ class StageView(TypedDict):
     note: str
     ir_diff: list[DiffRow]
     rewrites: list[RewriteRow]
+    remarks: list[RemarkRow]
     cost: CostView
 
 
@@ -281,6 +292,15 @@ class TimelineData(TypedDict):
     notes: list[str]
 
 
+class ErrorsData(TypedDict):
+    """A stage's nodes' own error against float64 (trace.numerics(), explorer/measure/
+    numerics.py): node id -> its largest relative error, null where it is not finite."""
+
+    stage: int
+    stage_name: str
+    nodes: dict[str, float | None]
+
+
 class ProfileState(TypedDict):
     """Progress of a profile under way (`message`), or why it could not run (`error`)."""
 
@@ -292,7 +312,11 @@ class ProfileState(TypedDict):
 # ------------------------------------------------------------ the widget
 
 # The tabs below the graphs.
-Tab = Literal["diff", "rewrites", "cost", "kernels", "run", "roofline", "memory"]
+Tab = Literal["diff", "rewrites", "why", "cost", "kernels", "run", "roofline", "memory"]
+# What the graphs' overlay colours boxes by: the profile's times, or the nodes' numerical error.
+ColourBy = Literal["time", "error"]
+# How time maps onto the heat ramp: up to the stage's hottest box, or 3 decades below it (log).
+HeatScale = Literal["hottest", "log"]
 
 
 class WidgetState(TypedDict):
@@ -301,8 +325,11 @@ class WidgetState(TypedDict):
     `firing` is the firing of the stage's pass to show (-1: the whole pass); `source` the
     user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel.
     `profiles`, `rooflines` and `timelines` hold the latest of each taken, one per stage at
-    most; `show_heat` colours the graphs by the profiles' times, `profile_backend` is the
-    backend the next profile runs on."""
+    most; `show_heat` colours the graphs by the profiles' times (`colour_by` "time", scaled
+    per `heat_scale`, the top nodes outlined) or by the nodes' error (`errors`, one per stage
+    from trace.numerics()), `profile_backend` is the backend the next profile runs on.
+    `selected_node` is the box picked ("" none): the why tab lists its remarks, else the
+    stage's; `show_missed` marks the boxes of nodes with a missed remark."""
 
     title: str
     stages: list[StageSummary]
@@ -327,6 +354,11 @@ class WidgetState(TypedDict):
     rooflines: list[RooflineData]
     timelines: list[TimelineData]
     show_heat: bool
+    heat_scale: HeatScale
+    colour_by: ColourBy
+    errors: list[ErrorsData]
+    selected_node: str
+    show_missed: bool
     profile_backend: str
     profile_state: ProfileState
     interactive: bool
@@ -339,7 +371,8 @@ class Traits(WidgetState, StageView):
 # The traits the front end writes back: the user's choices. Python owns all the others.
 Choice = Literal["index", "firing", "hide_unchanged", "search", "selected_rewrite", "tab",
                  "sync_panes", "opened", "selected_line", "show_source", "run_backends",
-                 "run_baselines", "show_heat", "profile_backend"]
+                 "run_baselines", "show_heat", "profile_backend", "heat_scale", "colour_by",
+                 "selected_node", "show_missed"]
 
 
 class RunMessage(TypedDict):
@@ -385,7 +418,8 @@ IDLE = RunState(running=False, done=0, total=0, message="", pending=[])
 DEFAULTS: dict[str, Any] = {"tab": "diff", "selected_rewrite": -1, "sync_panes": True,
                             "firing": -1, "show_source": True,
                             "run_baselines": True, "interactive": True, "run_state": IDLE,
-                            "show_heat": True,
+                            "show_heat": True, "heat_scale": "hottest", "colour_by": "time",
+                            "show_missed": True,
                             "profile_state": ProfileState(running=False, message="", error="")}
 
 

@@ -23,10 +23,19 @@ from ..backends import registry
 from ..measure.compare import BASELINES
 from .export import STATIC, static_html, to_html
 from .measured import ProfileLog, reproducer_file
-from .payload import VIEW_KEYS, firings, reveal_for, stage_summaries, stage_view
+from .payload import (
+    VIEW_KEYS,
+    error_data,
+    firings,
+    overlay_state,
+    remarks_at,
+    reveal_for,
+    stage_summaries,
+    stage_view,
+)
 from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
-from .schema import DEFAULTS, ProfileState, ReproducerFile, RunState, StageView, Traits, fields
+from .schema import DEFAULTS, ProfileState, RemarkRow, ReproducerFile, RunState, StageView, Traits, fields
 from .source import source_listing
 from .summary import summary_html
 
@@ -90,6 +99,7 @@ class TraceWidget(SyncedTraits):
         kwargs.setdefault("run_backends", list(runs))
         kwargs.setdefault("profile_backend", profile_default(trace.options.backend, backends))
         kwargs.update(self.measured.data())
+        kwargs = {**overlay_state(trace), **kwargs}
         source = source_listing(trace.stages[0].graph)
         kwargs.setdefault("show_source", bool(source))
         super().__init__(title=trace.name, stages=stage_summaries(trace), source=source,
@@ -166,7 +176,21 @@ class TraceWidget(SyncedTraits):
             if not keep_selection:
                 self.selected_rewrite = -1
                 self.kernels = self.runs.kernels(index)
+            self._errors_changed()
         self._prefetch(index)
+
+    @t.observe("colour_by")
+    def _errors_changed(self, change: dict[str, Any] | None = None) -> None:
+        """The trace's latest numerics (taken since?) for colouring by error."""
+        errors = error_data(self.trace)
+        if errors != self.errors:
+            self.errors = errors
+
+    def why(self, node: int | str | None = None) -> list[RemarkRow]:
+        """The remarks the why tab lists: about node `node` (an id, or a box key such as
+        "n5"; default: the selected box), or all of the stage's when none is selected."""
+        key = self.selected_node if node is None else f"n{node}" if isinstance(node, int) else node
+        return remarks_at(self.remarks, key)
 
     def step(self, delta: int) -> int:
         """Move `delta` visible stages (unchanged ones are skipped when hidden)."""

@@ -51,6 +51,24 @@ export interface RewriteRow {
   after_keys: string[];
 }
 
+/**
+ * A remark of the stage's pass (Remark.to_json(), explorer/ir/remarks.py),
+ * with its line's text and the boxes (`*_keys`) drawing its nodes; a remark in a body is listed
+ * under its region's node too.
+ */
+export interface RemarkRow {
+  pass: string;
+  kind: "missed" | "analysis";
+  rule: string;
+  reason: string;
+  nodes: number[];
+  source: string | null;
+  region: string;
+  line_text: string;
+  before_keys: string[];
+  after_keys: string[];
+}
+
 /** FLOPs, bytes moved and the planned peak of live temporaries. */
 export interface CostNumbers {
   flops: number;
@@ -76,6 +94,7 @@ export interface CostView extends CostNumbers {
  * element's key to the words a search matches, `*_lines` to the source lines ("file:line")
  * of the nodes it draws, `*_groups` a group's key (closed or open) to the ids of the graph's
  * own nodes inside it (a box `n<id>` draws node %id; region bodies' nodes are not listed).
+ * `remarks` are the stage's pass's (stage.report.remarks; none for the traced stage).
  * `stage` is the index of the stage shown: while it differs from the chosen index the front
  * end shows that it is loading. `shown_firing` is the firing shown (k >= 1: the graph before
  * and after the pass's k-th firing; -1: the whole pass).
@@ -95,6 +114,7 @@ export interface StageView {
   note: string;
   ir_diff: DiffRow[];
   rewrites: RewriteRow[];
+  remarks: RemarkRow[];
   cost: CostView;
 }
 
@@ -256,6 +276,16 @@ export interface TimelineData {
   notes: string[];
 }
 
+/**
+ * A stage's nodes' own error against float64 (trace.numerics(), explorer/measure/
+ * numerics.py): node id -> its largest relative error, null where it is not finite.
+ */
+export interface ErrorsData {
+  stage: number;
+  stage_name: string;
+  nodes: Record<string, number | null>;
+}
+
 /** Progress of a profile under way (`message`), or why it could not run (`error`). */
 export interface ProfileState {
   running: boolean;
@@ -264,7 +294,13 @@ export interface ProfileState {
 }
 
 /** The tabs below the graphs. */
-export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run" | "roofline" | "memory";
+export type Tab = "diff" | "rewrites" | "why" | "cost" | "kernels" | "run" | "roofline" | "memory";
+
+/** What the graphs' overlay colours boxes by: the profile's times, or the nodes' numerical error. */
+export type ColourBy = "time" | "error";
+
+/** How time maps onto the heat ramp: up to the stage's hottest box, or 3 decades below it (log). */
+export type HeatScale = "hottest" | "log";
 
 /**
  * The widget's traits other than the current stage's view. `opened` holds the user's
@@ -272,8 +308,11 @@ export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run" | "roofline" 
  * `firing` is the firing of the stage's pass to show (-1: the whole pass); `source` the
  * user's lines, `selected_line` the one picked ("file:line"), `show_source` its panel.
  * `profiles`, `rooflines` and `timelines` hold the latest of each taken, one per stage at
- * most; `show_heat` colours the graphs by the profiles' times, `profile_backend` is the
- * backend the next profile runs on.
+ * most; `show_heat` colours the graphs by the profiles' times (`colour_by` "time", scaled
+ * per `heat_scale`, the top nodes outlined) or by the nodes' error (`errors`, one per stage
+ * from trace.numerics()), `profile_backend` is the backend the next profile runs on.
+ * `selected_node` is the box picked ("" none): the why tab lists its remarks, else the
+ * stage's; `show_missed` marks the boxes of nodes with a missed remark.
  */
 export interface WidgetState {
   title: string;
@@ -299,6 +338,11 @@ export interface WidgetState {
   rooflines: RooflineData[];
   timelines: TimelineData[];
   show_heat: boolean;
+  heat_scale: HeatScale;
+  colour_by: ColourBy;
+  errors: ErrorsData[];
+  selected_node: string;
+  show_missed: boolean;
   profile_backend: string;
   profile_state: ProfileState;
   interactive: boolean;
@@ -308,7 +352,7 @@ export interface WidgetState {
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend";
+export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend" | "heat_scale" | "colour_by" | "selected_node" | "show_missed";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -371,7 +415,8 @@ export const TRAIT_NAMES: (keyof Traits)[] = [
   "title", "stages", "index", "firing", "source", "selected_line", "show_source", "hide_unchanged",
   "search", "tab", "selected_rewrite", "sync_panes", "opened", "backends", "run_backends",
   "run_baselines", "run_rows", "run_state", "kernels", "profiles", "rooflines", "timelines",
-  "show_heat", "profile_backend", "profile_state", "interactive", "stage", "shown_firing",
-  "before_svg", "after_svg", "before_words", "after_words", "before_lines", "after_lines",
-  "before_groups", "after_groups", "diff_counts", "note", "ir_diff", "rewrites", "cost",
+  "show_heat", "heat_scale", "colour_by", "errors", "selected_node", "show_missed", "profile_backend",
+  "profile_state", "interactive", "stage", "shown_firing", "before_svg", "after_svg", "before_words",
+  "after_words", "before_lines", "after_lines", "before_groups", "after_groups", "diff_counts",
+  "note", "ir_diff", "rewrites", "remarks", "cost",
 ];

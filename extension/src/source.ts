@@ -34,6 +34,7 @@ export interface SourceOptions {
   selected: string;
   onShow: Set<string>; // lines whose nodes the graphs draw now
   rewritten: Map<string, number>; // line -> rewrites of this stage (or firing) at it
+  missed?: Map<string, number>; // line -> missed remarks of this stage's pass at it
   onPick: (loc: string) => void;
 }
 
@@ -44,6 +45,7 @@ export function sourcePanel(o: SourceOptions): HTMLElement {
     if (r.kind === "file") return h("div", { class: "gx-src-file", title: r.text }, r.text);
     if (r.kind === "fold") return h("div", { class: "gx-src-fold" }, r.text);
     const n = o.rewritten.get(r.loc) ?? 0;
+    const m = o.missed?.get(r.loc) ?? 0;
     const cls = ["gx-src-line", r.used ? "gx-src-used" : "", o.onShow.has(r.loc) ? "gx-src-shown" : "", r.loc === o.selected ? "gx-src-selected" : ""];
     const props = r.used
       ? { class: cls.filter(Boolean).join(" "), title: `${r.loc}: click to light its nodes`, attrs: { "data-loc": r.loc }, on: { click: () => o.onPick(r.loc === o.selected ? "" : r.loc) } }
@@ -53,6 +55,7 @@ export function sourcePanel(o: SourceOptions): HTMLElement {
       props,
       h("span", { class: "gx-src-num" }, r.line),
       h("span", { class: "gx-src-mark", title: n ? `${n} rewrite${n > 1 ? "s" : ""} fired at this line` : "" }, n ? `⟲${n > 1 ? n : ""}` : ""),
+      h("span", { class: "gx-src-why", title: m ? `${m} missed remark${m > 1 ? "s" : ""} at this line (the why tab)` : "" }, m ? "?" : ""),
       h("span", { class: "gx-src-text" }, r.text),
     );
   });

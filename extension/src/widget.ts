@@ -4,11 +4,13 @@
 
 import { clear, h } from "./dom";
 import { formatSeconds } from "./format";
-import { boxSeconds, type HeatCell, heatGradient, paintHeat } from "./heat";
+import { applyOverlay, overlayLegend, selectBoxes } from "./overlay";
+import { missedLines, remarksAt, whyPanel } from "./remarks";
 import { forStage, type MeasuredContext, memoryPanel, profileBar, rooflinePanel, shareText, shortLine } from "./measured";
 import { PanZoom, type ViewOp } from "./panzoom";
 import { sanitizeSvg } from "./sanitize";
 import { findHits } from "./search";
+import { labelOf } from "./heat";
 import { boxesOfLine, boxKey, keyOf, linesOnShow, scrollToSelected, sourcePanel } from "./source";
 import { stepFiring, stepIndex } from "./stepping";
 import { type Choice, type ProfileData, type ProfileMessage, type ReproducerFile, type ReproducerMessage, type RunMessage, type Tab, TRAIT_NAMES, type Traits } from "./schema.gen";
@@ -18,6 +20,7 @@ import { costPanel, diffTable, kernelsPanel, rewritesList, runPanel, type SavedF
 export const TABS: [Tab, string][] = [
   ["diff", "IR diff"],
   ["rewrites", "rewrites"],
+  ["why", "why"],
   ["cost", "cost"],
   ["kernels", "kernels"],
   ["run", "run"],
@@ -164,16 +167,6 @@ function highlight(pane: Pane, keys: string[], searching: boolean): Element[] {
   return found;
 }
 
-/** What hovering a heated box says: the node (or how many a group sums), its time and share. */
-export function heatTip(p: ProfileData): (key: string, cell: HeatCell, label: string) => string {
-  const rows = new Map(p.rows.map((r) => [`n${r.node}`, r]));
-  return (key, cell, label) => {
-    const r = rows.get(key);
-    const what = r ? `${r.name} (${r.kind})` + (r.source ? `\n${shortLine(r.source)}` : "") : `${label ? `${label}: ` : ""}${cell.nodes} timed node${cell.nodes > 1 ? "s" : ""}`;
-    return `${what}\n${formatSeconds(cell.seconds)} · ${shareText(cell.seconds, p.total)} of stage ${p.stage} ${p.stage_name} on ${p.backend}`;
-  };
-}
-
 /** Save `text` as a file named `filename` (a download through a blob: link); returns the
  * link's address, which stays valid so the user can save it again. */
 export function saveFile(filename: string, text: string): string {
@@ -235,6 +228,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   before.onView = mirror(after);
   after.onView = mirror(before);
   const toggle = (key: string, open: boolean) => {
+    if (get("selected_node") !== key) choose("selected_node", key);
     if (get("interactive") === false) {
       legendHint.textContent = "open and close groups in a live notebook";
       return;
@@ -260,9 +254,18 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     lineFromPanel = fromPanel;
     choose("selected_line", loc);
   };
-  before.onPick = (key) => pickLine((get("before_lines") ?? {})[key]?.[0] ?? "", false);
-  after.onPick = (key) => pickLine((get("after_lines") ?? {})[key]?.[0] ?? "", false);
+  // a box (or a region or group, as it opens) is selected too: the why tab lists its remarks
+  const pickBox = (key: string, loc: string) => {
+    lineFromPanel = false;
+    model.set("selected_node", key === get("selected_node") ? "" : key);
+    model.set("selected_line", loc);
+    model.save_changes();
+  };
+  before.onPick = (key) => pickBox(key, (get("before_lines") ?? {})[key]?.[0] ?? "");
+  after.onPick = (key) => pickBox(key, (get("after_lines") ?? {})[key]?.[0] ?? "");
   const legendHint = h("span", { class: "gx-note gx-legend-hint" });
+  // a saved page: where the live controls would be, say that they need a kernel
+  const liveOnly = h("span", { class: "gx-live-only", title: "this page has no Python behind it" }, "saved page: the what-if controls (memory limit, pipeline), runs and profiles need a Jupyter kernel");
   const loading = h("div", { class: "gx-loading-note" }, "loading…");
   const tabbar = h("div", { class: "gx-tabbar", attrs: { role: "tablist" } });
   const tabbody = h("div", { class: "gx-tabbody" });
@@ -285,6 +288,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       h("label", { class: "gx-showsrc", title: "the source beside the graphs: click a line to light its nodes, a node to find its line" }, showSource, " source"),
       search,
       hits,
+      liveOnly,
     ),
     chips,
     heading,
@@ -414,46 +418,24 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     legend.appendChild(h("span", { class: "gx-swatch gx-swatch-group", title: "nodes of one scope, function or line: click to open or close" }, "group"));
     const note = stale ? "" : get("note");
     if (note) legend.appendChild(h("span", { class: "gx-note" }, `(${note})`));
-    const heat = heatLegend(index);
-    if (heat) legend.appendChild(heat);
+    const overlay = overlayLegend(get, choose, index, isStale());
+    if (overlay) legend.appendChild(overlay);
     legend.appendChild(legendHint);
     before.label.textContent = index > 0 ? `before: ${stages[index - 1].name}` : "before";
     after.label.textContent = index > 0 ? `after: ${s.name}` : "the traced program";
   }
 
-  /** The heat overlay's switch and scale, when the stage or the one before it was profiled. */
-  function heatLegend(index: number): HTMLElement | null {
-    const profiles = get("profiles") ?? [];
-    const pa = forStage(profiles, index);
-    const pb = index > 0 ? forStage(profiles, index - 1) : null;
-    if (!pa && !pb) return null;
-    const box = h("input", { attrs: { type: "checkbox" }, on: { change: () => choose("show_heat", box.checked) } }) as HTMLInputElement;
-    box.checked = get("show_heat") !== false;
-    const times = [pb ? `before ${formatSeconds(pb.total)}` : "", pa ? `${index > 0 ? "after " : ""}${formatSeconds(pa.total)}` : ""].filter(Boolean).join(" · ");
-    const backends = Array.from(new Set([pb?.backend, pa?.backend].filter(Boolean))).join(", ");
-    const firing = (get("firing") ?? -1) >= 1 ? " (the whole pass's graphs only)" : "";
-    return h(
-      "span",
-      { class: "gx-heatlegend", title: "boxes coloured by their share of their stage's profiled time: a node its own, a group the sum of its nodes', a kernel or loop its whole body's; hover a box for its time" },
-      h("label", { class: "gx-heat-toggle" }, box, " time"),
-      h("span", { class: "gx-heat-ramp", attrs: { style: `background:${heatGradient()}` } }),
-      h("span", { class: "gx-note" }, `share of the stage: 0 → 100% · ${times} on ${backends}${firing}`),
-    );
-  }
-
-  /** Colour both panes by their stage's profile (the whole pass's graphs only: a firing's
-   * intermediate graphs were never profiled). */
-  function applyHeat(): void {
-    const on = get("show_heat") !== false && !isStale() && (get("shown_firing") ?? -1) < 1;
-    const index = get("index");
-    const profiles = get("profiles") ?? [];
-    const paint = (pane: Pane, p: ProfileData | null, groups: Record<string, number[]>) => {
-      if (!pane.svg) return;
-      paintHeat(pane.svg, p ? boxSeconds(p, groups) : null, p ? heatTip(p) : () => "");
-      pane.canvas.classList.toggle("gx-heated", !!p);
-    };
-    paint(before, on && index > 0 ? forStage(profiles, index - 1) : null, get("before_groups") ?? {});
-    paint(after, on ? forStage(profiles, index) : null, get("after_groups") ?? {});
+  /** How the why tab names a selected box: "%5 add", else its label. */
+  function boxName(key: string): string {
+    for (const pane of [after, before]) {
+      const g = key && /^[A-Za-z0-9_]+$/.test(key) ? pane.svg?.querySelector(`.gx_${key}`) : null;
+      if (g) {
+        const id = /^n(\d+)$/.exec(key)?.[1];
+        const label = labelOf(g);
+        return id && !label.startsWith("%") ? `%${id} ${label}` : label;
+      }
+    }
+    return key;
   }
 
   function isStale(): boolean {
@@ -496,6 +478,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
         selected: get("selected_line") ?? "",
         onShow: linesOnShow(get("before_lines") ?? {}, get("after_lines") ?? {}),
         rewritten,
+        missed: missedLines(isStale() ? [] : (get("remarks") ?? [])),
         onPick: (loc) => pickLine(loc, true),
       }),
     );
@@ -526,7 +509,8 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const nrw = (get("rewrites") ?? []).length;
     const nk = (get("kernels") ?? []).length;
     for (const [key, label] of TABS) {
-      const extra = key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : "";
+      const nwhy = remarksAt(get("remarks") ?? [], get("selected_node") ?? "").length;
+      const extra = key === "rewrites" ? ` (${nrw})` : key === "kernels" && nk ? ` (${nk})` : key === "why" && nwhy ? ` (${nwhy})` : "";
       tabbar.appendChild(
         h("button", { class: `gx-tab${key === tab ? " gx-active" : ""}`, attrs: { "data-tab": key, role: "tab" }, on: { click: () => choose("tab", key) } }, label + extra),
       );
@@ -545,7 +529,23 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (isStale() && tab !== "run" && tab !== "roofline" && tab !== "memory") {
       tabbody.appendChild(h("p", { class: "gx-empty gx-loading-tab" }, `loading stage ${index}…`));
     } else if (tab === "diff") tabbody.appendChild(diffTable(get("ir_diff") ?? [], index === 0));
-    else if (tab === "rewrites") {
+    else if (tab === "why") {
+      const key = get("selected_node") ?? "";
+      tabbody.appendChild(
+        whyPanel({
+          rows: get("remarks") ?? [],
+          selected: key,
+          selectedLabel: boxName(key),
+          stageName: stages[index]?.name ?? "",
+          traced: index === 0,
+          onSelect: (k) => choose("selected_node", k),
+          onLine: (loc) => {
+            if (get("show_source") === false) model.set("show_source", true);
+            pickLine(loc, true);
+          },
+        }),
+      );
+    } else if (tab === "rewrites") {
       const firing = get("firing") ?? -1;
       const onStep = canStepFirings() && firing < 1 ? (k: number) => choose("firing", k + 1) : null;
       tabbody.appendChild(rewritesList(get("rewrites") ?? [], get("selected_rewrite"), (k) => choose("selected_rewrite", k), onStep, firing >= 1 ? firing - 1 : 0));
@@ -605,19 +605,20 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     const d = dirty;
     dirty = new Set();
     const any = (...keys: (keyof Traits)[]) => keys.some((k) => d.has(k));
+    if (any("interactive")) liveOnly.style.display = get("interactive") === false ? "" : "none";
     if (any("title")) title.textContent = `gambit-explorer · ${get("title") ?? ""}`;
     if (any("hide_unchanged")) hide.checked = !!get("hide_unchanged");
     if (any("sync_panes")) sync.checked = get("sync_panes") !== false;
     if (any("show_source", "source")) showSource.checked = get("show_source") !== false;
     if (any("search") && document.activeElement !== search) search.value = get("search") ?? "";
     if (any("stages", "index", "hide_unchanged")) renderChips();
-    if (any("stages", "index", "diff_counts", "note", "stage", "firing", "shown_firing", "rewrites", "interactive", "profiles", "show_heat")) renderHeading();
+    if (any("stages", "index", "diff_counts", "note", "stage", "firing", "shown_firing", "rewrites", "interactive", "profiles", "show_heat", "errors", "colour_by", "heat_scale", "remarks", "show_missed")) renderHeading();
     // the view traits lag the chosen stage while Python builds them: say so, show nothing stale
     const stale = isStale();
     root.classList.toggle("gx-stale", stale);
     const firing = get("firing") ?? -1;
     loading.textContent = stale ? `loading stage ${get("index")}${firing >= 1 ? `, firing ${firing}` : ""}…` : "updating…";
-    if (any("source", "show_source", "selected_line", "before_lines", "after_lines", "rewrites", "stage", "firing", "shown_firing")) renderSource();
+    if (any("source", "show_source", "selected_line", "before_lines", "after_lines", "rewrites", "remarks", "stage", "firing", "shown_firing")) renderSource();
     if (any("before_svg", "after_svg", "stage", "note")) graphs.classList.remove("gx-loading");
     board.classList.toggle("gx-busy", stale || graphs.classList.contains("gx-loading"));
     const index = get("index");
@@ -628,12 +629,15 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     if (any("after_svg")) showSvg(after, get("after_svg") ?? "", "no graph");
     else if (relayout) after.panzoom?.fit();
     if (any("before_svg", "after_svg")) focus();
-    if (any("before_svg", "after_svg", "before_groups", "after_groups", "profiles", "show_heat", "stage", "index", "firing", "shown_firing")) applyHeat();
+    if (any("before_svg", "after_svg", "before_groups", "after_groups", "profiles", "show_heat", "stage", "index", "firing", "shown_firing", "errors", "colour_by", "heat_scale", "remarks", "show_missed")) {
+      applyOverlay(get, [{ svg: before.svg, canvas: before.canvas, groups: get("before_groups") ?? {}, side: "before" }, { svg: after.svg, canvas: after.canvas, groups: get("after_groups") ?? {}, side: "after" }], isStale(), legend);
+    }
+    if (any("before_svg", "after_svg", "selected_node")) selectBoxes([before.svg, after.svg], get("selected_node") ?? "");
     if (any("before_svg", "after_svg", "search", "selected_rewrite", "rewrites", "before_words", "after_words", "selected_line", "before_lines", "after_lines")) {
       const revealLine = d.has("selected_line") && lineFromPanel && !!get("selected_line");
       applyHighlights((d.has("selected_rewrite") && get("selected_rewrite") >= 0) || revealLine);
     }
-    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines", "firing", "shown_firing", "profiles", "rooflines", "timelines", "profile_state", "profile_backend")) renderTabs();
+    if (any("tab", "ir_diff", "rewrites", "selected_rewrite", "cost", "kernels", "run_rows", "run_state", "backends", "index", "stage", "interactive", "run_backends", "run_baselines", "firing", "shown_firing", "profiles", "rooflines", "timelines", "profile_state", "profile_backend", "remarks", "selected_node")) renderTabs();
   }
   update();
 

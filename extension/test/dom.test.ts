@@ -5,9 +5,15 @@ import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
 import { diffTable } from "../src/views";
+import { boxKeys, hottest } from "../src/heat";
 import { fixture, measured } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
+const tap = (target: Element) => {
+  const canvas = target.closest(".gx-canvas")!;
+  target.dispatchEvent(new PointerEvent("pointerdown", { button: 0, clientX: 5, clientY: 5, bubbles: true }));
+  canvas.dispatchEvent(new PointerEvent("pointerup", { button: 0, clientX: 5, clientY: 5, bubbles: true }));
+};
 
 describe("sanitizeSvg", () => {
   it("drops scripts, handlers and javascript: links", () => {
@@ -120,8 +126,8 @@ describe("the widget", () => {
     await flush();
     expect(model.get("selected_rewrite")).toBe(0);
     expect(Array.from(el.querySelectorAll(".gx-hl")).map((g) => g.getAttribute("class"))).toEqual([
-      "node gx_n1 gx-hl",
-      "node gx_n1 gx-hl",
+      "node gx_n1 gx-missed gx-hl", // stage 1's pass missed something at %1: its marker
+      "node gx_n1 gx-missed gx-hl",
     ]);
   });
 
@@ -265,12 +271,6 @@ describe("the widget", () => {
     expect(el.querySelector(".gx-root")!.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
   });
 
-  const tap = (target: Element) => {
-    const canvas = target.closest(".gx-canvas")!;
-    target.dispatchEvent(new PointerEvent("pointerdown", { button: 0, clientX: 5, clientY: 5, bubbles: true }));
-    canvas.dispatchEvent(new PointerEvent("pointerup", { button: 0, clientX: 5, clientY: 5, bubbles: true }));
-  };
-
   it("links the source and the graphs both ways", async () => {
     model.set("index", 1);
     model.save_changes();
@@ -285,13 +285,13 @@ describe("the widget", () => {
     await flush();
     expect(model.get("selected_line")).toBe("In[3]:3");
     const lit = () => Array.from(el.querySelectorAll(".gx-hl")).map((g) => `${g.closest(".gx-pane")!.classList[1]} ${g.getAttribute("class")}`);
-    expect(lit()).toEqual(["gx-pane-before node gx_n2 gx-hl", "gx-pane-after node gx_n2 gx-hl"]);
+    expect(lit()).toEqual(["gx-pane-before node gx_n2 gx-missed gx-hl", "gx-pane-after node gx_n2 gx-missed gx-hl"]);
     expect(el.querySelector(".gx-src-selected")!.getAttribute("data-loc")).toBe("In[3]:3");
     tap(el.querySelector(".gx-pane-after .gx_n1 text")!); // a box picks its line
     await flush();
     expect(model.get("selected_line")).toBe("In[3]:2");
     expect(el.querySelector(".gx-src-selected")!.getAttribute("data-loc")).toBe("In[3]:2");
-    expect(lit()).toEqual(["gx-pane-before node gx_n1 gx-hl", "gx-pane-after node gx_n1 gx-hl"]);
+    expect(lit()).toEqual(["gx-pane-before node gx_n1 gx-missed gx-picked gx-hl", "gx-pane-after node gx_n1 gx-missed gx-picked gx-hl"]);
     (el.querySelector(".gx-showsrc input") as HTMLInputElement).click(); // the panel can go
     await flush();
     expect(model.get("show_source")).toBe(false);
@@ -340,6 +340,102 @@ describe("the widget", () => {
     model.save_changes();
     await flush();
     expect(el.querySelector(".gx-rewrites td.gx-region")!.textContent).toBe("%7.body");
+  });
+});
+
+describe("the overlay's scale", () => {
+  it("tops out at a box or an open region's frame, never an open group's frame", () => {
+    const svg = new DOMParser().parseFromString(
+      `<svg xmlns="http://www.w3.org/2000/svg"><g class="node gx_n1"></g><g class="cluster gx_n7 gx_toggle gx_open gx_region"></g><g class="cluster gx_gaaaaaaaaaa gx_toggle gx_open"></g></svg>`,
+      "image/svg+xml",
+    ).documentElement as unknown as SVGSVGElement;
+    expect([...boxKeys(svg)].sort()).toEqual(["n1", "n7"]);
+    expect([...boxKeys(svg, "all")].sort()).toEqual(["gaaaaaaaaaa", "n1", "n7"]);
+    const cells = new Map([["n1", { seconds: 1 }], ["n7", { seconds: 5 }], ["gaaaaaaaaaa", { seconds: 6 }]]);
+    expect(hottest(cells, boxKeys(svg))).toBe(5); // the kernel, timed whole
+  });
+});
+
+describe("why: remarks", () => {
+  let el: HTMLElement;
+  let model: StaticModel;
+  beforeEach(async () => {
+    document.body.innerHTML = "";
+    el = document.createElement("div");
+    document.body.appendChild(el);
+    const data = fixture();
+    data.state = { ...data.state, index: 1, show_missed: true, selected_node: "" };
+    model = new StaticModel(data);
+    renderWidget(model, el);
+    await flush();
+  });
+  const why = async () => {
+    (el.querySelector('[data-tab="why"]') as HTMLButtonElement).click();
+    await flush();
+    return el.querySelector(".gx-tabbody .gx-why") as HTMLElement;
+  };
+
+  it("lists the stage's remarks, missed first, with none selected", async () => {
+    const panel = await why();
+    expect(el.querySelector('[data-tab="why"]')!.textContent).toBe("why (3)");
+    expect(panel.textContent).toContain("3 remarks (2 missed, 1 analysis)");
+    const rows = Array.from(panel.querySelectorAll("tr.gx-remark")).map((r) => r.querySelector(".gx-rule")!.textContent);
+    expect(rows).toEqual(["mul-by-one", "fold-in-body", "add-zero"]);
+    expect(panel.querySelector("tbody b")).toBeNull(); // user text stays text
+    expect(panel.textContent).toContain("%3 in %2.body");
+  });
+
+  it("lists a clicked box's remarks: a region's include its body's", async () => {
+    tap(el.querySelector(".gx-pane-after .gx_n2 text")!);
+    await flush();
+    expect(model.get("selected_node")).toBe("n2");
+    expect(el.querySelector(".gx-pane-after .gx_n2")!.classList.contains("gx-picked")).toBe(true);
+    const panel = await why();
+    expect(panel.textContent).toContain("why: ");
+    expect(Array.from(panel.querySelectorAll(".gx-reason")).map((r) => r.textContent)).toEqual(["the body's constant is read twice", "%2 adds 1, not 0"]);
+    (panel.querySelector(".gx-why-all") as HTMLButtonElement).click(); // back to the stage's list
+    await flush();
+    expect(model.get("selected_node")).toBe("");
+    expect(el.querySelectorAll(".gx-tabbody tr.gx-remark").length).toBe(3);
+    (el.querySelector(".gx-tabbody tr.gx-remark") as HTMLElement).click(); // a row selects its box
+    await flush();
+    expect(model.get("selected_node")).toBe("n1");
+  });
+
+  it("links a remark's line to the source panel", async () => {
+    const panel = await why();
+    (panel.querySelector('.gx-remark-line[data-loc="In[3]:3"]') as HTMLElement).click();
+    await flush();
+    expect(model.get("selected_line")).toBe("In[3]:3");
+    expect(el.querySelector(".gx-src-selected")!.getAttribute("data-loc")).toBe("In[3]:3");
+    expect(el.querySelector(".gx-pane-after .gx_n2")!.classList.contains("gx-hl")).toBe(true);
+    const marks = Array.from(el.querySelectorAll(".gx-src-line")).map((l) => l.querySelector(".gx-src-why")!.textContent);
+    expect(marks).toEqual(["", "?", "?"]);
+  });
+
+  it("marks the boxes of missed remarks, and the marks can be turned off", async () => {
+    const marked = () => Array.from(el.querySelectorAll(".gx-pane-after .gx-missed")).map((g) => g.getAttribute("class")!.split(" ")[1]);
+    expect(marked()).toEqual(["gx_n1", "gx_n2"]);
+    const badge = el.querySelector(".gx-pane-after .gx_n1 .gx-missed-badge")!;
+    expect(badge.getAttribute("data-tip")).toContain("missed [simplify] mul-by-one: x * 1.0 kept");
+    expect(badge.querySelector("circle")!.getAttribute("cx")).toBe("49"); // the box's right edge, less 1
+    const toggle = el.querySelector(".gx-missed-toggle input") as HTMLInputElement;
+    expect(el.querySelector(".gx-missed-toggle")!.textContent).toContain("missed (2)");
+    toggle.click();
+    await flush();
+    expect(model.get("show_missed")).toBe(false);
+    expect(marked()).toEqual([]);
+    expect(el.querySelectorAll(".gx-missed-badge").length).toBe(0);
+  });
+
+  it("has nothing to explain on the traced stage, and says the live controls need a kernel", async () => {
+    model.set("index", 0);
+    model.save_changes();
+    await flush();
+    const panel = await why();
+    expect(panel.textContent).toContain("no pass ran yet");
+    expect((el.querySelector(".gx-live-only") as HTMLElement).style.display).toBe("");
+    expect(el.querySelector(".gx-live-only")!.textContent).toContain("need a Jupyter kernel");
   });
 });
 
@@ -405,6 +501,43 @@ describe("where the time goes", () => {
     expect(model.get("show_heat")).toBe(false);
     expect(fill("after", "n1")).toBe("");
     expect(el.querySelectorAll(".gx-heat, .gx-heat-none").length).toBe(0);
+  });
+
+  it("scales to the hottest box, or logarithmically, and outlines the slowest nodes", async () => {
+    // each pane's hottest box is the darkest: stage 0's %1 (8 ms), stage 1's group (7 ms)
+    const darkest = fill("before", "n1");
+    expect(fill("after", "g0123456789")).toBe(darkest);
+    expect(fill("after", "n1")).not.toBe(darkest); // 6 ms
+    const linear = fill("after", "n2"); // 1 ms: a seventh of the way
+    const tags = (side: string) => Array.from(el.querySelectorAll(`.gx-pane-${side} .gx-topnode`)).map((g) => `${g.getAttribute("class")!.split(" ")[1]} ${g.querySelector(".gx-top-text")!.textContent}`);
+    expect(tags("after")).toEqual(["gx_n1 #1", "gx_n2 #2"]);
+    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("to each stage's hottest box: before 0 → 8.00 ms · after 0 → 7.00 ms");
+    const scale = el.querySelector(".gx-heat-scale") as HTMLSelectElement;
+    scale.value = "log";
+    scale.dispatchEvent(new Event("change"));
+    await flush();
+    expect(model.get("heat_scale")).toBe("log");
+    expect(fill("before", "n1")).toBe(darkest);
+    expect(fill("after", "n2")).not.toBe(linear); // darker: less than a decade below the top
+    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("log, to each stage's hottest box: before 8.0 µs → 8.00 ms · after 7.0 µs → 7.00 ms");
+  });
+
+  it("colours by error where numerics were taken, on its own ramp", async () => {
+    expect(el.querySelector(".gx-colour-by option[value=error]")).toBeNull(); // none taken yet
+    model.set("errors", [{ stage: 1, stage_name: "simplify", nodes: { "1": 2e-3, "2": 2e-9, "0": 0 } }]);
+    model.save_changes();
+    await flush();
+    const by = el.querySelector(".gx-colour-by") as HTMLSelectElement;
+    by.value = "error";
+    by.dispatchEvent(new Event("change"));
+    await flush();
+    expect(model.get("colour_by")).toBe("error");
+    expect(fill("after", "n1")).not.toBe(fill("after", "n2"));
+    expect(el.querySelectorAll(".gx-topnode").length).toBe(0); // the ranks are time's
+    expect(el.querySelector(".gx-pane-after .gx_n1")!.getAttribute("data-tip")).toBe("%1: largest relative error 2.0e-3 against float64\nstage 1 simplify");
+    expect(el.querySelector(".gx-pane-after .gx_g0123456789")!.getAttribute("data-tip")).toContain("its worst node: largest relative error 2.0e-3");
+    expect(fill("before", "n1")).toBe(""); // stage 0: no numerics
+    expect(el.querySelector(".gx-overlay-scale")!.textContent).toBe("log: 2.0e-9 → 2.0e-3 (the largest)");
   });
 
   it("shows a box's time on hover", async () => {

@@ -24,6 +24,13 @@ const view = (i: number): ExportView => ({
   note: "",
   ir_diff: [["equal", 1, "graph @f {", 1, "graph @f {"], ["replace", 2, "  %1 = mul(%0, %0)", 2, "  %1 = add(%0, %0)"], ["skip", null, "3 unchanged lines", null, ""]],
   rewrites: i === 1 ? [{ rule: "mul-by-two", before: [1], after: [1], source: "In[3]:2", line_text: "y = x * 2  # </script><b>hi</b>", region: "", before_keys: ["n1"], after_keys: ["n1"] }] : [],
+  remarks: i === 1
+    ? [
+        { pass: "simplify", kind: "missed", rule: "mul-by-one", reason: "x * 1.0 kept: the constant is a float32 array, not a scalar one", nodes: [1], source: "In[3]:2", region: "", line_text: "y = x * 2  # </script><b>hi</b>", before_keys: ["n1"], after_keys: ["n1"] },
+        { pass: "simplify", kind: "analysis", rule: "add-zero", reason: "%2 adds 1, not 0", nodes: [2], source: null, region: "", line_text: "", before_keys: ["n2"], after_keys: ["n2"] },
+        { pass: "simplify", kind: "missed", rule: "fold-in-body", reason: "the body's constant is read twice", nodes: [3], source: "In[3]:3", region: "%2.body", line_text: "return y + 1", before_keys: ["n2"], after_keys: ["n2"] },
+      ]
+    : [],
   cost: { flops: 10, bytes: 100, peak_bytes: 48, prev: i ? { flops: 12, bytes: 100, peak_bytes: 96 } : null, timeline: [0, 48, 48, 0], peak_node: 1, memory_limit: null, nodes: 3 },
   kernels: [],
 });

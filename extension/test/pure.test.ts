@@ -3,7 +3,9 @@ import { expect } from "./expect";
 import { delta, formatBytes, formatCount, formatSeconds } from "../src/format";
 import { centreOn, initialView, panBy, wholeView, zoomAt } from "../src/panzoom";
 import { barFractions, decades, formatDecade, gappedPath, logExtent, logPos, placeable, pointTip, roofPoints, stepX, timelinePath } from "../src/plot";
-import { boxSeconds, heatColour, heatLevel, HEAT_STOPS } from "../src/heat";
+import { boxErrors, boxOf, boxSeconds, errorLevel, HEAT_STOPS, hottest, rampColour, scaledLevel, topNodes } from "../src/heat";
+import { missedBoxes, missedLines, remarksAt } from "../src/remarks";
+import { fixture } from "./fixture";
 import { byTime, forStage, shareText, shortLine, sortKernels } from "../src/measured";
 import { measured } from "./fixture";
 import { versus } from "../src/views";
@@ -127,15 +129,65 @@ describe("the heat overlay", () => {
     const cells = boxSeconds({ ...p0, total: 0 }, {});
     expect(cells.get("n1")!.share).toBeCloseTo(0.8 / 0.9, 6);
   });
-  it("spreads small shares along the ramp and darkens the largest", () => {
-    expect(heatLevel(0.25)).toBeCloseTo(0.5, 6);
-    expect(heatLevel(-1)).toBe(0);
-    expect(heatLevel(3)).toBe(1);
-    expect(heatColour(0)).toEqual({ colour: HEAT_STOPS[0], dark: false });
-    expect(heatColour(1)).toEqual({ colour: HEAT_STOPS[HEAT_STOPS.length - 1], dark: true });
-    expect(heatColour(0.01).dark).toBe(false);
-    expect(heatColour(0.6).dark).toBe(true);
-    expect(heatColour(0.3).colour).toMatch(/^#[0-9a-f]{6}$/);
+  it("scales to the hottest box drawn, or over three decades below it", () => {
+    expect(scaledLevel(0.007, 0.007, "hottest")).toBe(1);
+    expect(scaledLevel(0.0035, 0.007, "hottest")).toBeCloseTo(0.5, 6);
+    expect(scaledLevel(0.007, 0.007, "log")).toBe(1);
+    expect(scaledLevel(0.0007, 0.007, "log")).toBeCloseTo(2 / 3, 6); // a decade below
+    expect(scaledLevel(0.000007, 0.007, "log")).toBe(0); // three decades below: the palest
+    expect(scaledLevel(0, 0.007, "log")).toBe(0);
+    expect(scaledLevel(1, 0, "hottest")).toBe(0);
+    // the issue's case: 200 nodes, the hottest with 0.7% of the stage, is the darkest
+    const cells = new Map([...Array(200).keys()].map((k) => [`n${k}`, { seconds: k === 7 ? 0.007 : 0.004 }]));
+    const top = hottest(cells, new Set(cells.keys()));
+    expect(top).toBe(0.007);
+    expect(rampColour(scaledLevel(0.007, top, "hottest")).colour).toBe(HEAT_STOPS[HEAT_STOPS.length - 1]);
+    expect(rampColour(scaledLevel(0.004, top, "hottest")).colour).not.toBe(rampColour(scaledLevel(0.007, top, "hottest")).colour);
+    expect(hottest(cells, new Set(["n1"]))).toBe(0.004); // only what is drawn
+  });
+  it("ramps from the palest to the darkest, light text on the dark end", () => {
+    expect(rampColour(0)).toEqual({ colour: HEAT_STOPS[0], dark: false });
+    expect(rampColour(1)).toEqual({ colour: HEAT_STOPS[HEAT_STOPS.length - 1], dark: true });
+    expect(rampColour(0.2).dark).toBe(false);
+    expect(rampColour(0.9).dark).toBe(true);
+    expect(rampColour(0.3).colour).toMatch(/^#[0-9a-f]{6}$/);
+  });
+  it("ranks the slowest nodes and finds the box drawing each", () => {
+    expect(topNodes(p0, 5)).toEqual([1, 2]);
+    expect(topNodes(p0, 1)).toEqual([1]);
+    const groups = { gaaaaaaaaaa: [1, 2, 3], gbbbbbbbbbb: [1, 2] };
+    expect(boxOf(1, new Set(["n1"]), groups)).toBe("n1");
+    expect(boxOf(1, new Set(["gaaaaaaaaaa", "gbbbbbbbbbb"]), groups)).toBe("gbbbbbbbbbb"); // the smallest
+    expect(boxOf(9, new Set(["n1"]), groups)).toBeNull();
+  });
+});
+
+describe("colouring by error", () => {
+  it("gives a group its worst node's error, on a log scale of six decades", () => {
+    const cells = boxErrors({ "1": 1e-7, "2": 3e-3, "3": null }, { gaaaaaaaaaa: [1, 2], gbbbbbbbbbb: [1, 3] });
+    expect(cells.get("n2")).toBe(3e-3);
+    expect(cells.get("gaaaaaaaaaa")).toBe(3e-3);
+    expect(cells.get("gbbbbbbbbbb")).toBeNull(); // not finite is the worst
+    expect(errorLevel(3e-3, 3e-3)).toBe(1);
+    expect(errorLevel(3e-6, 3e-3)).toBeCloseTo(0.5, 6);
+    expect(errorLevel(0, 3e-3)).toBe(0);
+    expect(errorLevel(null, 3e-3)).toBe(1);
+  });
+});
+
+describe("remarks", () => {
+  const rows = fixture().views[1].remarks;
+  it("lists a box's remarks, or all of them", () => {
+    expect(remarksAt(rows, "").length).toBe(3);
+    expect(remarksAt(rows, "n1").map((r) => r.rule)).toEqual(["mul-by-one"]);
+    // the remark inside %2's body is listed under %2
+    expect(remarksAt(rows, "n2").map((r) => r.rule)).toEqual(["add-zero", "fold-in-body"]);
+    expect(remarksAt(rows, "n0")).toEqual([]);
+  });
+  it("marks the boxes and lines of missed remarks only", () => {
+    expect([...missedBoxes(rows, "after").keys()].sort()).toEqual(["n1", "n2"]);
+    expect(missedBoxes(rows, "after").get("n2")!.map((r) => r.rule)).toEqual(["fold-in-body"]);
+    expect([...missedLines(rows)]).toEqual([["In[3]:2", 1], ["In[3]:3", 1]]);
   });
 });
 

@@ -11,3 +11,8 @@ from tests.view import viewdata
 @pytest.fixture(scope="module")
 def toy_trace() -> gx.Trace:
     return viewdata.toy_trace()
+
+
+@pytest.fixture(scope="module")
+def remark_trace() -> gx.Trace:
+    return viewdata.remark_trace()

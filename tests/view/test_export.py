@@ -62,3 +62,17 @@ def test_widget_export_includes_runs(toy_trace, tmp_path):
     rows = page_data(path.read_text())["state"]["run_rows"]
     assert [r["stage"] for r in rows] == [None, None, None, 4]
     assert [r["label"] for r in rows[:3]] == ["NumPy", "JAX eager", "jax.jit"]
+
+
+def test_a_saved_page_keeps_the_remarks_and_the_overlays_state(remark_trace, tmp_path):
+    path = tmp_path / "why.html"
+    remark_trace.to_html(path)
+    data = page_data(path.read_text(encoding="utf-8"))
+    assert data["views"][0]["remarks"] == []
+    saved = data["views"][1]["remarks"]
+    assert [{k: r[k] for k in ("pass", "kind", "rule", "reason", "nodes", "source", "region")}
+            for r in saved] == [m.to_json() for m in remark_trace.stages[1].report.remarks]
+    assert all(r["after_keys"] for r in saved)  # the markers find their boxes
+    state = data["state"]
+    assert (state["show_missed"], state["heat_scale"], state["colour_by"]) == (True, "hottest", "time")
+    assert state["errors"] == [] and state["selected_node"] == ""

@@ -1,6 +1,12 @@
 """The widget through its traits: what Python sends for each stage, and the choices it takes."""
 
-from explorer.view.schema import KernelRow, problems
+from types import SimpleNamespace
+from typing import get_args
+
+import pytest
+
+from explorer.measure.latest import latest
+from explorer.view.schema import Choice, KernelRow, problems
 from explorer.view.widget import TraceWidget
 from tests.view.viewdata import PROGRAM_LINE
 
@@ -252,3 +258,41 @@ def test_static_fallback_collapses_a_large_graph():
     boxes, edges = svg.count('class="node'), svg.count('class="edge')
     assert boxes <= 60  # a screenful: the loop's lines are groups
     assert edges <= 3 * boxes  # one edge per pair of boxes, not one per pair of nodes
+
+
+def test_the_why_tab_and_the_overlays_choices(remark_trace):
+    """Remarks reach the widget with the stage; the selected box picks its own; the overlay's
+    choices (scale, colouring, markers) are traits the front end writes back."""
+    w = remark_trace.widget(prefetch=False)
+    assert w.remarks == [] and w.why() == []  # the traced stage
+    assert (w.heat_scale, w.colour_by, w.show_missed, w.selected_node) == ("hottest", "time", True, "")
+    assert {"heat_scale", "colour_by", "show_missed", "selected_node"} <= set(get_args(Choice))
+    w.index = 1
+    assert len(w.remarks) == 2 and w.why() == w.remarks  # none selected: the stage's
+    top = next(r for r in w.remarks if not r["region"])
+    w.selected_node = top["after_keys"][0]
+    assert w.why() == [top] and w.why(top["nodes"][0]) == [top]
+    w.show_missed = False  # the markers go; the remarks stay
+    w.heat_scale = "log"
+    w.index = 0
+    w.index = 1
+    assert (w.show_missed, w.heat_scale, w.selected_node) == (False, "log", top["after_keys"][0])
+    assert len(w.remarks) == 2
+
+
+def test_colouring_by_error_reads_the_latest_numerics(remark_trace):
+    w = remark_trace.widget(prefetch=False)
+    assert w.errors == []
+    taken = latest(remark_trace)
+    taken.numerics = SimpleNamespace(stages=[  # type: ignore[attr-defined]
+        SimpleNamespace(name=s.name, nodes={n.id: SimpleNamespace(max_rel=1e-7 * (k + 1))
+                                            for n in s.graph.nodes})
+        for k, s in enumerate(remark_trace.stages)])
+    try:
+        w.colour_by = "error"  # taken after the widget opened: choosing error reads it
+        assert [e["stage"] for e in w.errors] == [0, 1]
+        n = remark_trace.stages[1].graph.nodes[-1].id
+        assert w.errors[1]["nodes"][str(n)] == pytest.approx(2e-7)
+        assert remark_trace.widget(prefetch=False).errors == w.errors  # and a new widget starts with it
+    finally:
+        del taken.numerics  # type: ignore[attr-defined]
