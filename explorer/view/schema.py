@@ -199,6 +199,8 @@ class ProfileRowData(TypedDict):
     calls: int
     gflops: float | None
     gbs: float | None
+    timed: NotRequired[str]  # a region: "apart" (its body's nodes timed) or "whole"; else ""
+    place: NotRequired[str]  # a node inside a region's body: the body ("loop_12/"); else ""
 
 
 class ProfileData(TypedDict):
@@ -213,6 +215,11 @@ class ProfileData(TypedDict):
     repeats: int
     notes: list[str]
     rows: list[ProfileRowData]
+    outside: NotRequired[float]  # seconds of the run outside every node (total = rows + this)
+    totals: NotRequired[list[float]]  # every profiled run's seconds
+    spread: NotRequired[float]  # (max - min) / median of `totals`
+    noisy: NotRequired[bool]  # the repeats varied more than the figures can resolve
+    inner: NotRequired[list[ProfileRowData]]  # nodes inside regions timed apart (with `place`)
 
 
 class PeaksData(TypedDict):
@@ -241,6 +248,7 @@ class RooflinePoint(TypedDict):
     rate: float | None
     bandwidth: float | None
     bound: float | None
+    above: NotRequired[bool]  # above the roof, even after measuring the peaks again
 
 
 class RooflineData(TypedDict):
@@ -253,6 +261,8 @@ class RooflineData(TypedDict):
     points: list[RooflinePoint]
     xla: RooflinePoint | None
     notes: list[str]
+    above_roof: NotRequired[bool]  # some point is above the roof (see the points' `above`)
+    remeasured: NotRequired[bool]  # the peaks were measured again for this roofline
 
 
 # A step of a memory timeline: node, op, source line, planned live bytes after it, planned

@@ -171,6 +171,8 @@ export interface ProfileRowData {
   calls: number;
   gflops: number | null;
   gbs: number | null;
+  timed?: string;
+  place?: string;
 }
 
 /**
@@ -186,6 +188,11 @@ export interface ProfileData {
   repeats: number;
   notes: string[];
   rows: ProfileRowData[];
+  outside?: number;
+  totals?: number[];
+  spread?: number;
+  noisy?: boolean;
+  inner?: ProfileRowData[];
 }
 
 /** This machine's measured peaks: FLOP/s of a BLAS matrix product, bytes/s of a triad. */
@@ -214,6 +221,7 @@ export interface RooflinePoint {
   rate: number | null;
   bandwidth: number | null;
   bound: number | null;
+  above?: boolean;
 }
 
 /** trace.roofline(): a stage's points under the machine's peaks (Roofline.to_data()). */
@@ -225,6 +233,8 @@ export interface RooflineData {
   points: RooflinePoint[];
   xla: RooflinePoint | null;
   notes: string[];
+  above_roof?: boolean;
+  remeasured?: boolean;
 }
 
 /**
