@@ -5,6 +5,7 @@ import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
 import { diffTable } from "../src/views";
+import { timelinePlot } from "../src/plot";
 import { fixture, measured } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -519,5 +520,15 @@ describe("where the time goes", () => {
     expect((el.querySelector(".gx-profile-backend") as HTMLSelectElement).value).toBe("gpu");
     (el.querySelector(".gx-profile-run") as HTMLButtonElement).click();
     expect(sent[sent.length - 1]).toEqual({ type: "profile", backend: "gpu", stage: 1 });
+  });
+});
+
+describe("the memory chart", () => {
+  it("draws byte and step labels", () => {
+    const svg = timelinePlot([0, 1024, 3 * 1024 * 1024, 2048], null, 300, 90);
+    const bytes = [...svg.querySelectorAll(".gx-axis-bytes text")].map((t) => t.textContent);
+    expect(bytes).toEqual(["0 B", "1.0 MiB", "2.0 MiB", "3.0 MiB"]);
+    const steps = [...svg.querySelectorAll(".gx-axis-steps text")].map((t) => t.textContent);
+    expect(steps).toEqual(["0", "1", "2", "3"]);
   });
 });
