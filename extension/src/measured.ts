@@ -21,6 +21,12 @@ export function byTime(rows: ProfileRowData[]): ProfileRowData[] {
   return [...rows].sort((a, b) => b.seconds - a.seconds || a.node - b.node);
 }
 
+/** The nodes of region `node`'s own bodies (not those nested deeper), timed apart. */
+export function innerOf(p: ProfileData, node: number): ProfileRowData[] {
+  const own = new RegExp(`^[a-z_]+_${node}/((tail|cond|branches\\d*)/)?$`);
+  return (p.inner ?? []).filter((r) => own.test(r.place ?? ""));
+}
+
 /** "12% of the stage" */
 export function shareText(seconds: number, total: number): string {
   if (!(total > 0)) return "";
@@ -68,30 +74,37 @@ export function profileTable(p: ProfileData, onReproducer: ((node: number) => vo
   const draw = (n: number) => {
     const shown = rows.slice(0, n);
     const bars = barFractions(shown.map((r) => r.seconds));
-    const body = shown.map((r, k) =>
+    const line = (r: ProfileRowData, bar: number, inner: boolean) =>
       h(
         "tr",
-        { attrs: { "data-node": String(r.node) } },
-        h("td", { class: "gx-code" }, r.name),
-        h("td", { class: `gx-kind gx-kind-${r.kind}` }, r.kind),
+        inner ? { class: "gx-profile-inner", attrs: { "data-place": r.place ?? "" } } : { attrs: { "data-node": String(r.node) } },
+        h("td", { class: "gx-code" }, inner ? `  ${r.place}${r.name}` : r.name),
+        h(
+          "td",
+          { class: `gx-kind gx-kind-${r.kind}`, title: r.timed === "apart" ? "its body's nodes are timed too (the interpreter core runs them)" : r.timed === "whole" ? "timed whole: its body is generated code, one statement of the program" : "" },
+          r.timed ? `${r.kind} · ${r.timed === "apart" ? "timed apart" : "timed whole"}` : r.kind,
+        ),
         h("td", { class: "gx-where", title: r.source }, shortLine(r.source)),
         h("td", { class: "gx-numcell" }, formatSeconds(r.seconds)),
         h(
           "td",
           { title: "share of the stage's profiled time" },
-          h("div", { class: "gx-barcell" }, h("div", { class: "gx-track" }, h("div", { class: "gx-bar gx-bar-heat", attrs: { style: `width:${(100 * bars[k]).toFixed(1)}%` } })), h("span", {}, shareText(r.seconds, p.total))),
+          h("div", { class: "gx-barcell" }, h("div", { class: "gx-track" }, h("div", { class: "gx-bar gx-bar-heat", attrs: { style: `width:${(100 * bar).toFixed(1)}%` } })), h("span", {}, shareText(r.seconds, p.total))),
         ),
         h("td", { class: "gx-numcell" }, rate(r.gflops, 1)),
         h("td", { class: "gx-numcell" }, rate(r.gbs, 1)),
         h(
           "td",
           {},
-          onReproducer && r.op === "kernel"
+          !inner && onReproducer && r.op === "kernel"
             ? h("button", { class: "gx-zoom gx-repro-kernel", title: "download a standalone script that runs this kernel and checks it against the reference interpreter", on: { click: () => onReproducer(r.node) } }, "⤓ .py")
             : "",
         ),
-      ),
-    );
+      );
+    const body = shown.flatMap((r, k) => [
+      line(r, bars[k], false),
+      ...(r.timed === "apart" ? byTime(innerOf(p, r.node)).slice(0, 3).map((b) => line(b, bars[k] * (r.seconds > 0 ? b.seconds / r.seconds : 0), true)) : []),
+    ]);
     const head = h("tr", {}, ...["node", "kind", "line", "time", "share", "GFLOP/s", "GB/s", ""].map((t) => h("th", {}, t)));
     const outside = p.outside ?? null;
     const rest = rows.slice(n).reduce((a, r) => a + r.seconds, 0);
