@@ -83,10 +83,12 @@ def region_of(place: str) -> int:
 
 
 @contextlib.contextmanager
-def timing_bodies(exe: Any, g: Graph, sync: Callable[[], None],
-                  into: dict[Key, float]) -> Iterator[None]:
-    """While the block runs, add each body node's seconds to `into` (see the module
-    docstring); only bodies whose place names a body of the stage's graph `g`."""
+def timing_bodies(exe: Any, g: Graph, sync: Callable[[], None], into: dict[Key, float],
+                  calls: dict[Key, int] | None = None) -> Iterator[None]:
+    """While the block runs, add each body node's seconds to `into` and count its runs in
+    `calls` (see the module docstring); only bodies whose place names a body of the stage's
+    graph `g`."""
+    counts: dict[Key, int] = {} if calls is None else calls
     clock = time.perf_counter
     hooked = []
     for root in roots(exe):
@@ -94,7 +96,7 @@ def timing_bodies(exe: Any, g: Graph, sync: Callable[[], None],
             if body_of(g, child.prefix) is None or "evaluate" in vars(child):
                 continue
             hooked.append(child)
-            child.evaluate = _hooked(child, child.evaluate, sync, clock, into)
+            child.evaluate = _hooked(child, child.evaluate, sync, clock, into, counts)
     try:
         yield
     finally:
@@ -103,7 +105,8 @@ def timing_bodies(exe: Any, g: Graph, sync: Callable[[], None],
 
 
 def _hooked(child: Any, evaluate: Callable[..., list[Any]], sync: Callable[[], None],
-            clock: Callable[[], float], into: dict[Key, float]) -> Callable[..., list[Any]]:
+            clock: Callable[[], float], into: dict[Key, float],
+            calls: dict[Key, int]) -> Callable[..., list[Any]]:
     place = child.prefix
 
     def run(args: Any, after_step: Any = None, consume: bool = False) -> list[Any]:
@@ -117,6 +120,7 @@ def _hooked(child: Any, evaluate: Callable[..., list[Any]], sync: Callable[[], N
             if n.op != "parameter":
                 key = (place, n.id)
                 into[key] = into.get(key, 0.0) + (now - last)
+                calls[key] = calls.get(key, 0) + 1
             last = now
             if after_step is not None:
                 after_step(n, value)

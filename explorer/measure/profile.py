@@ -83,20 +83,24 @@ class ProfileRow:
     source: str  # the user's line, "file:line", or ""
     flops: int
     bytes: int
-    seconds: float  # in the profile's chosen run (summed over its iterations inside a body)
-    calls: int  # how often it runs per run of the stage
+    seconds: float  # in the profile's chosen run (summed over its runs inside a body)
+    calls: int  # how often it runs per run of the stage (a body node: iterations, chunks)
     timed: str = ""  # a region: "apart" (its body's nodes timed too) or "whole"; else ""
     place: str = ""  # a body node: the body it is in ("loop_12/"); "" at the top level
 
     @property
     def gflops(self) -> float | None:
         """Achieved GFLOP/s (None where it did no arithmetic or took no measurable time)."""
-        return self.flops / self.seconds / 1e9 if self.flops and self.seconds > 0 else None
+        if not self.flops or self.seconds <= 0:
+            return None
+        return self.flops * self.calls / self.seconds / 1e9  # (a body node: every run of it)
 
     @property
     def gbs(self) -> float | None:
         """Achieved GB/s of the bytes it reads and writes."""
-        return self.bytes / self.seconds / 1e9 if self.bytes and self.seconds > 0 else None
+        if not self.bytes or self.seconds <= 0:
+            return None
+        return self.bytes * self.calls / self.seconds / 1e9
 
     @property
     def intensity(self) -> float | None:
@@ -251,14 +255,16 @@ def _rows(g: Graph, seconds: dict[int, float], apart: set[int]) -> tuple[Profile
                  for n in g.nodes if n.op != "parameter")
 
 
-def _inner_rows(g: Graph, inner: dict[Key, float]) -> tuple[ProfileRow, ...]:
+def _inner_rows(g: Graph, inner: dict[Key, float],
+                calls: dict[Key, int]) -> tuple[ProfileRow, ...]:
     rows = []
     for (place, nid), sec in inner.items():
         body = body_of(g, place)
         assert body is not None  # (bodies.py keeps only places that name a body)
         n = body[nid]
         rows.append(ProfileRow(nid, label_of(n), kind_of(n), n.op, str(n.source or ""),
-                               node_flops(body, n), node_bytes(body, n), sec, 1,
+                               node_flops(body, n), node_bytes(body, n), sec,
+                               calls.get((place, nid), 1),
                                "apart" if any(p.startswith(place) and p != place
                                               for p, _ in inner) else "", place))
     order = {n.id: k for k, n in enumerate(g.nodes)}
@@ -344,17 +350,18 @@ def _profile(trace: TraceLike, args: tuple[Any, ...], stage: int | str, backend:
     stepped = hasattr(exe, "stepped")
     sync = getattr(exe, "sync", lambda: None)
 
-    def profiled() -> tuple[float, dict[int, float], dict[Key, float]]:
+    def profiled() -> tuple[float, dict[int, float], tuple[dict[Key, float], dict[Key, int]]]:
         inner: dict[Key, float] = {}
-        with timing_bodies(exe, g, sync, inner):
+        calls: dict[Key, int] = {}
+        with timing_bodies(exe, g, sync, inner, calls):
             total, times = stepped_times(exe, prepared)
-        return total, {k: v for k, v in times.items() if g[k].op != "parameter"}, inner
+        return total, {k: v for k, v in times.items() if g[k].op != "parameter"}, (inner, calls)
 
     registry.warm_up(bare, 1)
     if stepped:  # the profiled path is code of its own (the program's measured twin): warm
         registry.warm_up(profiled, 1)  # it up as well (and makes the bodies' interpreters)
     bare_times: list[float] = []
-    runs: list[tuple[float, dict[int, float], dict[Key, float]]] = []
+    runs: list[tuple[float, dict[int, float], tuple[dict[Key, float], dict[Key, int]]]] = []
     notes = []
     if not stepped:
         notes.append(f"the {backend} backend runs the stage as one program: no per-node times "
@@ -371,7 +378,7 @@ def _profile(trace: TraceLike, args: tuple[Any, ...], stage: int | str, backend:
                        totals=tuple(bare_times))
     totals = [r[0] for r in runs]
     k = median_run(totals)
-    total, seconds, inner = runs[k]
+    total, seconds, (inner, inner_calls) = runs[k]
     apart = {region_of(place) for place, _ in inner}
     rows = _rows(g, seconds, apart)
     regions = [r for r in rows if r.timed]
@@ -386,4 +393,4 @@ def _profile(trace: TraceLike, args: tuple[Any, ...], stage: int | str, backend:
                    seconds=seconds, calls={r.node: r.calls for r in rows},
                    coverage=sum(seconds.values()) / total if total > 0 else float("nan"),
                    totals=tuple(totals), noisy=bool(noise), noise=noise,
-                   inner=_inner_rows(g, inner))
+                   inner=_inner_rows(g, inner, inner_calls))

@@ -78,6 +78,7 @@ def test_profile_loops_and_calls():
     direct = [r for r in q.inside(scan.node) if r.place == f"scan_{scan.node}/"]
     assert {r.node for r in direct} == {n.id for n in body.nodes if n.op != "parameter"}
     assert 0 < sum(r.seconds for r in direct) <= scan.seconds
+    assert all(r.calls == 6 for r in direct)  # once per iteration, summed
     assert f"scan_{scan.node}/" in str(q)
     data = q.to_data()
     assert data["rows"][0]["timed"] in ("", "apart", "whole")
