@@ -82,7 +82,8 @@ export function profileTable(p: ProfileData, onReproducer: ((node: number) => vo
         h(
           "td",
           { class: `gx-kind gx-kind-${r.kind}`, title: r.timed === "apart" ? "its body's nodes are timed too (the interpreter core runs them)" : r.timed === "whole" ? "timed whole: its body is generated code, one statement of the program" : "" },
-          r.timed ? `${r.kind} · ${r.timed === "apart" ? "timed apart" : "timed whole"}` : r.kind,
+          // (a fused kernel is always one call: said only for the loops, and what is timed apart)
+          r.timed === "apart" || (r.timed === "whole" && r.kind === "loop") ? `${r.kind} · timed ${r.timed}` : r.kind,
         ),
         h("td", { class: "gx-where", title: r.source }, shortLine(r.source)),
         h("td", { class: "gx-numcell" }, formatSeconds(r.seconds)),

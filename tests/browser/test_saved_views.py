@@ -186,6 +186,8 @@ def test_a_saved_page_shows_where_the_time_goes_without_a_kernel(page, tmp_path)
     root.locator('[data-tab="kernels"]').click()
     assert root.locator(".gx-profile-table tbody tr").count() >= 1
     assert root.locator(".gx-profile-table .gx-profile-outside").count() == 1  # shares add up
+    root.locator(".gx-profile-table").scroll_into_view_if_needed()
+    shot(page, "29-saved-profile-table")
     assert root.locator(".gx-repro-stage").count() == 0  # reproducers need a kernel
     root.locator('[data-tab="run"]').click()
     assert "profiling needs a Jupyter kernel" in root.locator(".gx-tabbody").inner_text()
