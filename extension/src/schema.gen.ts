@@ -155,9 +155,11 @@ export interface KernelRow {
 }
 
 /**
- * One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` per run of the
- * stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
- * moved nothing or took no measurable time. A kernel or loop is timed whole.
+ * One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` in the
+ * profile's median run (its total's run: node times and total add up); `gflops` and `gbs` are
+ * null where it did no arithmetic, moved nothing or took no measurable time. A region is timed
+ * whole where its body is generated, its body's nodes apart where the interpreter core runs
+ * it (`timed`).
  */
 export interface ProfileRowData {
   node: number;
@@ -177,7 +179,8 @@ export interface ProfileRowData {
 
 /**
  * trace.profile(): where one stage's time goes on one backend (Profile.to_data()). `total`
- * is a profiled run's seconds, `unprofiled` a bare run's.
+ * is the median profiled run's seconds (the rows' seconds plus `outside`), `unprofiled` a bare
+ * run's.
  */
 export interface ProfileData {
   stage: number;
