@@ -228,7 +228,8 @@ def roofline(trace: TraceLike, args: tuple[Any, ...], stage: int | str = -1, bac
             notes.append(why)
     again = False
     if not remeasure and any(x.above(machine_peaks) for x in (*points, *((point,) if point else ()))):
-        machine_peaks, again = peaks(backend, remeasure=True), True  # measured low: once more
+        # measured low: once more, keeping the higher of each figure
+        machine_peaks, again = peaks(backend, remeasure=True, at_least=machine_peaks), True
         notes.append(f"a point landed above the roof: the peaks were measured again "
                      f"({machine_peaks.measured_at})")
     return Roofline(prof.stage, prof.stage_index, backend, machine_peaks, points, point, prof,

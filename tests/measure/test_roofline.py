@@ -44,7 +44,7 @@ def _low_peaks(monkeypatch, after_remeasure):
     low = Peaks("loaded box", "cpu", 1e3, 1e3, "fake", "2026-01-01 00:00")
     calls = []
 
-    def fake(backend="cpu", remeasure=False, path=None):
+    def fake(backend="cpu", remeasure=False, path=None, at_least=None):
         calls.append(remeasure)
         if not remeasure:
             return low
@@ -87,6 +87,7 @@ def test_peaks_that_hold_every_point_are_measured_once(monkeypatch):
 
     high = Peaks("quiet box", "cpu", 1e18, 1e18, "fake", "2026-01-01 00:00")
     monkeypatch.setattr(roofline_module, "peaks",
-                        lambda backend="cpu", remeasure=False, path=None: calls.append(remeasure) or high)
+                        lambda backend="cpu", remeasure=False, path=None, at_least=None:
+                        calls.append(remeasure) or high)
     r = gx.explore(mlp, *mlp_args()).roofline(backend="cpu", repeats=1)
     assert calls == [False] and not r.remeasured and r.above == []
