@@ -103,8 +103,11 @@ class Roofline:
         if not self.above:
             return ""
         again = " even after measuring them again" if self.remeasured else ""
-        return (f"ABOVE THE ROOF: {len(self.above)} point(s) ran faster than the measured "
-                f"peaks{again} ({', '.join(x.name for x in self.above)}): the peaks or the "
+        above = self.above
+        names = ", ".join(x.name for x in above[:5]) + (f", and {len(above) - 5} more"
+                                                         if len(above) > 5 else "")
+        return (f"ABOVE THE ROOF: {len(above)} point(s) ran faster than the measured "
+                f"peaks{again} ({names}): the peaks or the "
                 f"cost model's counts are off; read the shares of the roof with care")
 
     def point(self, name: str) -> Point:

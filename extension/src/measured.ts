@@ -216,7 +216,7 @@ export function rooflinePanel(data: RooflineData | null, c: MeasuredContext): HT
   );
   const above = all.filter((p) => p.above);
   const warning = above.length
-    ? h("p", { class: "gx-warning gx-roof-warning" }, `${above.length} point(s) above the roof${data.remeasured ? ", even after measuring the peaks again" : ""} (${above.map((p) => p.name).join(", ")}): the peaks or the cost model's counts are off; read the shares of the roof with care`)
+    ? h("p", { class: "gx-warning gx-roof-warning" }, `${above.length} point(s) above the roof${data.remeasured ? ", even after measuring the peaks again" : ""} (${above.slice(0, 5).map((p) => p.name).join(", ")}${above.length > 5 ? `, and ${above.length - 5} more` : ""}): the peaks or the cost model's counts are off; read the shares of the roof with care`)
     : null;
   const head = h("tr", {}, ...["point", "kind", "line", "FLOPs/byte", "time", "GFLOP/s", "GB/s", "of roof"].map((t) => h("th", {}, t)));
   return h(

@@ -6,7 +6,7 @@ import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
 import { diffTable } from "../src/views";
 import { timelinePlot } from "../src/plot";
-import { profileTable } from "../src/measured";
+import { profileTable, rooflinePanel } from "../src/measured";
 import { fixture, measured } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -551,5 +551,22 @@ describe("the profile table", () => {
     expect(el.textContent).toContain("loop · timed apart");
     expect(el.textContent).toContain("loop · timed whole");
     expect(el.querySelector(".gx-noisy")!.textContent).toContain("spread 40%");
+  });
+});
+
+describe("the roofline panel", () => {
+  const context = { index: 1, stageName: "simplify", taken: [], onGo: () => {}, onProfile: null, backend: "cpu" };
+  it("rings and names the points above the roof, and says the peaks were measured again", () => {
+    const data = structuredClone(measured().rooflines[0]);
+    const quiet = rooflinePanel(data, context);
+    expect(quiet.querySelectorAll(".gx-roof-above").length).toBe(0);
+    expect(quiet.querySelector(".gx-roof-warning")).toBeNull();
+    data.points[0].above = true;
+    data.above_roof = true;
+    data.remeasured = true;
+    const el = rooflinePanel(data, context);
+    expect(el.querySelectorAll(".gx-roof-above").length).toBe(1);
+    expect(el.querySelector(".gx-roof-warning")!.textContent).toContain("1 point(s) above the roof, even after measuring the peaks again (fused_1)");
+    expect(el.textContent).toContain("ABOVE");
   });
 });
