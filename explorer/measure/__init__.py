@@ -2,10 +2,11 @@
 
     compare.py     trace.compare: stages on backends against the baselines
     profile.py     trace.profile: a stage's time, node by node
+    bodies.py      the profile's times of nodes inside regions the interpreter core runs
     roofline.py    trace.roofline: kernels, dots and loops under the machine's peaks
     timeline.py    trace.memory_timeline: planned and measured live bytes along a schedule
     reproducer.py  stage.reproducer: a standalone script that checks a stage or a kernel
-    latest.py      the latest profile, roofline and timeline taken of each trace
+    latest.py      every profile, roofline and timeline taken of each trace
     peaks.py       this machine's FLOP/s and bandwidth, measured once and cached
     timing.py      repeats, medians, peak memory of a graph or a JAX function
     closeness.py   how close outputs are: the project's one tolerance check
