@@ -9,7 +9,9 @@
 
 The cell runs as usual up to its last statement, which must be a call `fn(args...)`. Instead
 of calling fn eagerly, the magic traces it with those arguments (gx.explore), shows the
-step-through widget, runs the optimised program and makes its result the cell's value.
+step-through widget, runs the optimised program and makes its result the cell's value. The
+run tab gets the final stage's row beside jax.jit's (its "vs jax.jit" column); `--profile`
+profiles the final stage as the run tab's button does.
 """
 
 from __future__ import annotations
@@ -130,6 +132,10 @@ class GambitMagics(Magics):
               help="measure the final stage on every available backend (not dask, unless it is "
                    "--backend) against NumPy, JAX "
                    "eager and jax.jit; show the table and plot under the widget")
+    @argument("--profile", action="store_true",
+              help="profile the final stage (and the stage before it) on the backend when the "
+                   "widget opens, as the run tab's profile button does: the heat overlay, the "
+                   "kernels tab's times, the roofline and memory tabs")
     @argument("--xla", action="store_true", help="also show XLA's own pipeline, pass by pass")
     @argument("--no-run", action="store_true",
               help="only trace and show the widget; the cell's value is None")
@@ -184,8 +190,10 @@ class GambitMagics(Magics):
                 widget.run(list(registry.sweep()) + [backend] * (backend not in registry.sweep()),
                            stage=final, baselines=True)
                 display(widget.comparison())
-            elif not opts.no_run:
-                widget.run([backend], stage=final, baselines=False)
+            elif not opts.no_run:  # the row beside jax.jit's: its "vs jax.jit" column
+                widget.run([backend], stage=final, baselines=["jax-jit"])
+            if opts.profile:  # as the profile button does (a failure is said in the widget)
+                widget.profile(backend, stage=final)
         return value
 
 

@@ -44,3 +44,15 @@ def format_bytes(n: int) -> str:
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def byte_ticks(top: int | float, most: int = 5) -> list[int]:
+    """Axis ticks for 0..top bytes: multiples of a power-of-two step (so each is a whole
+    number of KiB, MiB or GiB once past them), at most `most` + 1 of them, from 0. The memory
+    charts' byte axes (measure/timeline.py; extension/src/plot.ts byteTicks, the same rule)."""
+    if top <= 0:
+        return [0]
+    step = 1
+    while top / step > most:
+        step *= 2
+    return [k * step for k in range(int(top // step) + 1)]

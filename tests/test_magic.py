@@ -44,7 +44,8 @@ def test_cell_value_is_the_optimised_result(ip, shown):
     assert [s.name for s in trace.stages] == ["traced", "simplify", "cse", "dce"]
     [widget] = shown
     assert isinstance(widget, TraceWidget) and widget.trace is trace
-    assert widget.run_rows[0]["stage"] == 3 and widget.run_rows[0]["ok"]
+    stage = widget.run_rows[-1]  # (after jax.jit's, the baseline beside it)
+    assert stage["stage"] == 3 and stage["ok"]
 
 
 def test_source_lines_read_in_n(ip, shown):
@@ -79,11 +80,30 @@ def test_compare_measures_against_the_baselines_and_shows_the_table(ip, shown):
     assert len(table.rows) == len(rows)  # the same runs, measured once
 
 
-def test_default_run_is_one_row_without_baselines(ip, shown):
+def test_default_run_is_the_stage_beside_jax_jit(ip, shown):
+    """The run row's "vs jax.jit" column is filled: jax.jit is measured beside it."""
     r = run(ip, "%%gambit --pipeline none\n" + CELL)
     assert r.error_in_exec is None
-    [row] = shown[0].run_rows
+    [jit, row] = shown[0].run_rows
     assert row["kind"] == "stage" and row["ok"]
+    assert jit["kind"] == "baseline" and jit["backend"] == "jax-jit" and jit["error"] == ""
+    assert jit["seconds"] > 0 and row["seconds"] > 0  # what the column divides
+
+
+def test_profile_profiles_the_final_stage_on_open(ip, shown, monkeypatch, tmp_path):
+    from explorer.measure import peaks
+
+    monkeypatch.setattr(peaks, "GEMM_N", {"cpu": 128, "gpu": 256})  # the roofline's, small
+    monkeypatch.setattr(peaks, "TRIAD_N", 1 << 16)
+    monkeypatch.setattr(peaks, "cache_path", lambda: tmp_path / "peaks.json")
+    r = run(ip, "%%gambit --pipeline simplify,cse --profile --backend reference --out tp\n" + CELL)
+    assert r.error_in_exec is None
+    widget = shown[0]
+    final = len(ip.user_ns["tp"].stages) - 1
+    assert [p["stage"] for p in widget.profiles] == [final - 1, final]
+    assert all(p["backend"] == "reference" for p in widget.profiles)
+    assert [x["stage"] for x in widget.rooflines] == [final]
+    assert widget.profile_state["error"] == "" and not widget.profile_state["running"]
 
 
 @pytest.mark.parametrize("cell, message", [
@@ -140,6 +160,6 @@ def test_xla_shows_a_second_widget(ip, shown, monkeypatch):
 def test_help_documents_every_option():
     doc = magic.GambitMagics.gambit.__doc__
     for option in ("--pipeline", "--memory-limit", "--backend", "--compare", "--xla",
-                   "--no-run", "--out"):
+                   "--no-run", "--out", "--profile"):
         assert option in doc
     assert "cpu" in doc and "last" in doc

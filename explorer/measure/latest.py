@@ -1,13 +1,17 @@
-"""The latest profile, roofline, memory timeline and numerics taken of each trace:
-trace.profile, trace.roofline, trace.memory_timeline and trace.numerics record theirs here,
-and the widget (opened before or after) and an exported page show them. Kept beside the
-trace, not on it (a Trace is a record of its stages; this is what was measured of it), and
-held weakly: a trace's record goes with the trace."""
+"""The profiles, rooflines, memory timelines and numerics taken of each trace: trace.profile,
+trace.roofline, trace.memory_timeline and trace.numerics record theirs here (and so does the widget, both
+panes' profiles), and the widget (opened before or after) and an exported page show them.
+Kept beside the trace, not on it (a Trace is a record of its stages; this is what was
+measured of it), and held weakly: a trace's record goes with the trace.
+
+Every one taken is kept, one per stage and backend (a later one of the same stage on the same
+backend replaces it), in the order taken; `profile`, `roofline` and `timeline` are the latest
+of each (assigning one records it; assigning None forgets every one of that kind). Numerics
+are kept once, the latest (the widget colours nodes by each one's error)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
@@ -16,22 +20,65 @@ if TYPE_CHECKING:
     from .roofline import Roofline
     from .timeline import MemoryTimeline
 
+Taken = dict[tuple[int, str], Any]  # (stage index, backend) -> the measurement, oldest first
 
-@dataclass
+
+def keep(store: Taken, x: Any) -> None:
+    """Record `x` in `store` as the newest of its stage and backend."""
+    key = (x.stage_index, x.backend)
+    store.pop(key, None)
+    store[key] = x
+
+
+def _newest(store: Taken) -> Any:
+    return next(reversed(store.values()), None)
+
+
 class Latest:
-    """The latest measurement of each kind taken of one trace (None: none yet)."""
+    """Every measurement of each kind taken of one trace (see the module docstring)."""
 
-    profile: Profile | None = None
-    roofline: Roofline | None = None
-    timeline: MemoryTimeline | None = None
-    numerics: Numerics | None = None  # the widget colours nodes by each one's error
+    def __init__(self) -> None:
+        self.profiles: Taken = {}
+        self.rooflines: Taken = {}
+        self.timelines: Taken = {}
+        self.numerics: Numerics | None = None
+
+    def _set(self, store: Taken, x: Any) -> None:
+        if x is None:
+            store.clear()
+        else:
+            keep(store, x)
+
+    @property
+    def profile(self) -> Profile | None:
+        return _newest(self.profiles)
+
+    @profile.setter
+    def profile(self, x: Profile | None) -> None:
+        self._set(self.profiles, x)
+
+    @property
+    def roofline(self) -> Roofline | None:
+        return _newest(self.rooflines)
+
+    @roofline.setter
+    def roofline(self, x: Roofline | None) -> None:
+        self._set(self.rooflines, x)
+
+    @property
+    def timeline(self) -> MemoryTimeline | None:
+        return _newest(self.timelines)
+
+    @timeline.setter
+    def timeline(self, x: MemoryTimeline | None) -> None:
+        self._set(self.timelines, x)
 
 
 _LATEST: WeakKeyDictionary[object, Latest] = WeakKeyDictionary()
 
 
 def latest(trace: object) -> Latest:
-    """The record of `trace`'s latest measurements, made empty on first use."""
+    """The record of `trace`'s measurements, made empty on first use."""
     record = _LATEST.get(trace)
     if record is None:
         record = _LATEST[trace] = Latest()

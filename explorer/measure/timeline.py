@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis.memory import plan
 from ..backends import registry
-from ..units import format_bytes
+from ..units import byte_ticks, format_bytes
 
 if TYPE_CHECKING:
     from .protocol import TraceLike
@@ -108,6 +108,7 @@ class MemoryTimeline:
         """Live bytes along the schedule (planned and measured) over each buffer's lifetime,
         as a matplotlib Figure."""
         from matplotlib.figure import Figure
+        from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
         fig = Figure(figsize=(7.0, 4.6))
         top, bars = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 3]})
@@ -121,13 +122,20 @@ class MemoryTimeline:
             top.axhline(self.memory_limit, color="#555", ls="--", lw=1, label="memory limit")
         if self.peak_step is not None:
             top.axvline(self.peak_step, color="#ff7f0e", lw=1, label="planned peak")
-        top.set(ylabel="bytes", title=f"{self.stage} on {self.backend}")
+        highest = max([s.planned for s in self.steps] + [m or 0 for m in measured]
+                      + [self.memory_limit or 0, 1])
+        top.yaxis.set_major_locator(FixedLocator(byte_ticks(highest)))  # KiB/MiB/GiB ticks
+        top.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(int(v))))
+        top.set_ylim(0, highest * 1.05)
+        top.set(ylabel="live bytes", title=f"{self.stage} on {self.backend}")
         top.legend(fontsize=8)
         biggest = sorted(self.buffers, key=lambda b: -b.bytes)[:40]
         for k, b in enumerate(sorted(biggest, key=lambda b: b.start)):
             bars.barh(k, b.end - b.start + 1, left=b.start - 0.5, height=0.8,
                       color="#ff7f0e" if b in self.at_peak else "#9ecae1")
-        bars.set(xlabel="step", ylabel="buffers (largest 40)", yticks=[])
+        bars.set(xlabel="step (node of the schedule)", ylabel="buffers (largest 40)", yticks=[])
+        bars.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole steps
+        top.tick_params(labelbottom=True)
         return fig
 
     def _repr_html_(self) -> str:

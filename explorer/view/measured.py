@@ -3,9 +3,11 @@ backend, with the stage's roofline and memory timeline (explorer/measure/profile
 roofline.py, timeline.py), kept per stage as plain data for the heat overlay and the roofline
 and memory tabs; and the reproducer scripts the kernels tab offers as downloads.
 
-One profile, roofline and timeline per stage: the latest taken, on whichever backend. A trace's
-own latest (measure/latest.py: what trace.profile() and the others took) are there from the
-start, so a profile taken in Python shows in a widget opened after it, and in an exported page.
+Every one taken is kept (one per stage and backend: both panes' profiles, on each backend);
+the front end shows the latest of each stage, listed first. What the trace's own record holds
+(measure/latest.py: what trace.profile() and the others took, and what widgets took) is there
+from the start, so a profile taken in Python shows in a widget opened after it, and every
+profile taken is in an exported page.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..backends import registry
-from ..measure.latest import latest
+from ..measure.latest import Latest, keep, latest
 from .schema import ReproducerFile
 
 if TYPE_CHECKING:
@@ -27,26 +29,27 @@ if TYPE_CHECKING:
 
 def measured_data(profiles: list[Profile], rooflines: list[Roofline],
                   timelines: list[MemoryTimeline]) -> dict[str, list[Any]]:
-    """The `profiles`, `rooflines` and `timelines` traits: one of each per stage, the latest."""
-    def newest(items: list[Any]) -> list[Any]:
-        by_stage = {x.stage_index: x for x in items}
-        return [by_stage[k].to_data() for k in sorted(by_stage)]
+    """The `profiles`, `rooflines` and `timelines` traits from every one taken (each list
+    oldest first): by stage, and within a stage the latest first (the one the front end
+    shows), then the others (other backends' and, in a saved page, kept with it)."""
+    def by_stage(items: list[Any]) -> list[Any]:
+        return [x.to_data() for x in sorted(reversed(items), key=lambda x: x.stage_index)]
 
-    return {"profiles": newest(profiles), "rooflines": newest(rooflines),
-            "timelines": newest(timelines)}
+    return {"profiles": by_stage(profiles), "rooflines": by_stage(rooflines),
+            "timelines": by_stage(timelines)}
 
 
 def trace_measured(trace: TraceLike) -> dict[str, list[Any]]:
-    """The trace's own latest profile, roofline and memory timeline (measure/latest.py)."""
-    def one(x: Any) -> list[Any]:
-        return [] if x is None else [x]
-
+    """Every profile, roofline and memory timeline taken of the trace (measure/latest.py)."""
     taken = latest(trace)
-    return measured_data(one(taken.profile), one(taken.roofline), one(taken.timeline))
+    return measured_data(list(taken.profiles.values()), list(taken.rooflines.values()),
+                         list(taken.timelines.values()))
 
 
 class ProfileLog:
-    """The profiles, rooflines and memory timelines a widget has, by stage index."""
+    """The profiles, rooflines and memory timelines a widget has: `profiles`, `rooflines` and
+    `timelines` hold the latest by stage index; `taken` every one (measure/latest.py's
+    record: one per stage and backend)."""
 
     def __init__(self, trace: TraceLike, repeats: int = 5) -> None:
         self.trace = trace
@@ -54,15 +57,25 @@ class ProfileLog:
         self.profiles: dict[int, Profile] = {}
         self.rooflines: dict[int, Roofline] = {}
         self.timelines: dict[int, MemoryTimeline] = {}
-        taken = latest(trace)
-        for store, x in ((self.profiles, taken.profile), (self.rooflines, taken.roofline),
-                         (self.timelines, taken.timeline)):
-            if x is not None and x.stage_index < len(trace.stages):
-                store[x.stage_index] = x  # type: ignore[index]
+        self.taken = Latest()
+        record = latest(trace)
+        for kind in ("profiles", "rooflines", "timelines"):
+            for x in getattr(record, kind).values():
+                if x.stage_index < len(trace.stages):
+                    self._keep(kind, x, trace_too=False)
+
+    def _keep(self, kind: str, x: Any, trace_too: bool = True) -> None:
+        """Record `x` here (and, by default, in the trace's own record, so trace.to_html
+        keeps it too)."""
+        getattr(self, kind)[x.stage_index] = x
+        keep(getattr(self.taken, kind), x)
+        if trace_too:
+            keep(getattr(latest(self.trace), kind), x)
 
     def data(self) -> dict[str, list[Any]]:
-        return measured_data(list(self.profiles.values()), list(self.rooflines.values()),
-                             list(self.timelines.values()))
+        return measured_data(list(self.taken.profiles.values()),
+                             list(self.taken.rooflines.values()),
+                             list(self.taken.timelines.values()))
 
     def jobs(self, index: int) -> list[str]:
         """What profiling stage `index` measures, in order, as the progress names it."""
@@ -92,28 +105,27 @@ class ProfileLog:
         if index > 0:
             step()
             try:
-                self.profiles[index - 1] = t.profile(stage=index - 1, backend=backend,
-                                                     repeats=self.repeats)
+                self._keep("profiles", t.profile(stage=index - 1, backend=backend,
+                                                 repeats=self.repeats))
             except Exception as e:  # said in the widget: the other stage may still profile
                 failed(f"stage {index - 1}", e)
         step()
         try:
             roof = t.roofline(stage=index, backend=backend, repeats=self.repeats)
-            self.rooflines[index], self.profiles[index] = roof, roof.profile
+            self._keep("rooflines", roof)
+            self._keep("profiles", roof.profile)
         except Exception as e:
             failed(f"the roofline of stage {index}", e)
             try:
-                self.profiles[index] = t.profile(stage=index, backend=backend,
-                                                 repeats=self.repeats)
+                self._keep("profiles", t.profile(stage=index, backend=backend,
+                                                 repeats=self.repeats))
             except Exception as e2:
                 failed(f"stage {index}", e2)
         step()
         try:
-            self.timelines[index] = t.memory_timeline(stage=index, backend=backend)
+            self._keep("timelines", t.memory_timeline(stage=index, backend=backend))
         except Exception as e:
             failed(f"the memory timeline of stage {index}", e)
-        if index in self.profiles:
-            latest(t).profile = self.profiles[index]  # the stage shown, not the one before it
         return errors
 
 

@@ -195,9 +195,11 @@ class KernelRow(TypedDict):
 
 
 class ProfileRowData(TypedDict):
-    """One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` per run of the
-    stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
-    moved nothing or took no measurable time. A kernel or loop is timed whole."""
+    """One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` in the
+    profile's median run (its total's run: node times and total add up); `gflops` and `gbs` are
+    null where it did no arithmetic, moved nothing or took no measurable time. A region is timed
+    whole where its body is generated, its body's nodes apart where the interpreter core runs
+    it (`timed`)."""
 
     node: int
     name: str
@@ -210,11 +212,14 @@ class ProfileRowData(TypedDict):
     calls: int
     gflops: float | None
     gbs: float | None
+    timed: NotRequired[str]  # a region: "apart" (its body's nodes timed) or "whole"; else ""
+    place: NotRequired[str]  # a node inside a region's body: the body ("loop_12/"); else ""
 
 
 class ProfileData(TypedDict):
     """trace.profile(): where one stage's time goes on one backend (Profile.to_data()). `total`
-    is a profiled run's seconds, `unprofiled` a bare run's."""
+    is the median profiled run's seconds (the rows' seconds plus `outside`), `unprofiled` a bare
+    run's."""
 
     stage: int
     stage_name: str
@@ -224,6 +229,11 @@ class ProfileData(TypedDict):
     repeats: int
     notes: list[str]
     rows: list[ProfileRowData]
+    outside: NotRequired[float]  # seconds of the run outside every node (total = rows + this)
+    totals: NotRequired[list[float]]  # every profiled run's seconds
+    spread: NotRequired[float]  # (max - min) / median of `totals`
+    noisy: NotRequired[bool]  # the repeats varied more than the figures can resolve
+    inner: NotRequired[list[ProfileRowData]]  # nodes inside regions timed apart (with `place`)
 
 
 class PeaksData(TypedDict):
@@ -252,6 +262,7 @@ class RooflinePoint(TypedDict):
     rate: float | None
     bandwidth: float | None
     bound: float | None
+    above: NotRequired[bool]  # above the roof, even after measuring the peaks again
 
 
 class RooflineData(TypedDict):
@@ -264,6 +275,8 @@ class RooflineData(TypedDict):
     points: list[RooflinePoint]
     xla: RooflinePoint | None
     notes: list[str]
+    above_roof: NotRequired[bool]  # some point is above the roof (see the points' `above`)
+    remeasured: NotRequired[bool]  # the peaks were measured again for this roofline
 
 
 # A step of a memory timeline: node, op, source line, planned live bytes after it, planned

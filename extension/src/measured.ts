@@ -21,6 +21,12 @@ export function byTime(rows: ProfileRowData[]): ProfileRowData[] {
   return [...rows].sort((a, b) => b.seconds - a.seconds || a.node - b.node);
 }
 
+/** The nodes of region `node`'s own bodies (not those nested deeper), timed apart. */
+export function innerOf(p: ProfileData, node: number): ProfileRowData[] {
+  const own = new RegExp(`^[a-z_]+_${node}/((tail|cond|branches\\d*)/)?$`);
+  return (p.inner ?? []).filter((r) => own.test(r.place ?? ""));
+}
+
 /** "12% of the stage" */
 export function shareText(seconds: number, total: number): string {
   if (!(total > 0)) return "";
@@ -68,36 +74,54 @@ export function profileTable(p: ProfileData, onReproducer: ((node: number) => vo
   const draw = (n: number) => {
     const shown = rows.slice(0, n);
     const bars = barFractions(shown.map((r) => r.seconds));
-    const body = shown.map((r, k) =>
+    const line = (r: ProfileRowData, bar: number, inner: boolean) =>
       h(
         "tr",
-        { attrs: { "data-node": String(r.node) } },
-        h("td", { class: "gx-code" }, r.name),
-        h("td", { class: `gx-kind gx-kind-${r.kind}` }, r.kind),
+        inner ? { class: "gx-profile-inner", attrs: { "data-place": r.place ?? "" } } : { attrs: { "data-node": String(r.node) } },
+        h("td", { class: "gx-code" }, inner ? `  ${r.place}${r.name}` : r.name),
+        h(
+          "td",
+          { class: `gx-kind gx-kind-${r.kind}`, title: r.timed === "apart" ? "its body's nodes are timed too (the interpreter core runs them)" : r.timed === "whole" ? "timed whole: its body is generated code, one statement of the program" : "" },
+          // (a fused kernel is always one call: said only for the loops, and what is timed apart)
+          r.timed === "apart" || (r.timed === "whole" && r.kind === "loop") ? `${r.kind} · timed ${r.timed}` : r.kind,
+        ),
         h("td", { class: "gx-where", title: r.source }, shortLine(r.source)),
         h("td", { class: "gx-numcell" }, formatSeconds(r.seconds)),
         h(
           "td",
           { title: "share of the stage's profiled time" },
-          h("div", { class: "gx-barcell" }, h("div", { class: "gx-track" }, h("div", { class: "gx-bar gx-bar-heat", attrs: { style: `width:${(100 * bars[k]).toFixed(1)}%` } })), h("span", {}, shareText(r.seconds, p.total))),
+          h("div", { class: "gx-barcell" }, h("div", { class: "gx-track" }, h("div", { class: "gx-bar gx-bar-heat", attrs: { style: `width:${(100 * bar).toFixed(1)}%` } })), h("span", {}, shareText(r.seconds, p.total))),
         ),
         h("td", { class: "gx-numcell" }, rate(r.gflops, 1)),
         h("td", { class: "gx-numcell" }, rate(r.gbs, 1)),
         h(
           "td",
           {},
-          onReproducer && r.op === "kernel"
+          !inner && onReproducer && r.op === "kernel"
             ? h("button", { class: "gx-zoom gx-repro-kernel", title: "download a standalone script that runs this kernel and checks it against the reference interpreter", on: { click: () => onReproducer(r.node) } }, "⤓ .py")
             : "",
         ),
-      ),
-    );
+      );
+    const body = shown.flatMap((r, k) => [
+      line(r, bars[k], false),
+      ...(r.timed === "apart" ? byTime(innerOf(p, r.node)).slice(0, 3).map((b) => line(b, bars[k] * (r.seconds > 0 ? b.seconds / r.seconds : 0), true)) : []),
+    ]);
     const head = h("tr", {}, ...["node", "kind", "line", "time", "share", "GFLOP/s", "GB/s", ""].map((t) => h("th", {}, t)));
-    const table = h("table", { class: "gx-runs gx-profile-table" }, h("thead", {}, head), h("tbody", {}, ...body));
+    const outside = p.outside ?? null;
+    const rest = rows.slice(n).reduce((a, r) => a + r.seconds, 0);
+    const tail = [
+      ...(rows.length > n ? [h("tr", { class: "gx-profile-rest" }, h("td", {}, `(${rows.length - n} other nodes)`), h("td", {}), h("td", {}), h("td", { class: "gx-numcell" }, formatSeconds(rest)), h("td", {}, shareText(rest, p.total)), h("td", {}), h("td", {}), h("td", {}))] : []),
+      ...(outside !== null ? [h("tr", { class: "gx-profile-outside", title: "the run's time between nodes: the hook that reads the clock, the program's own lines" }, h("td", {}, "(outside the nodes)"), h("td", {}), h("td", {}), h("td", { class: "gx-numcell" }, formatSeconds(outside)), h("td", {}, shareText(outside, p.total)), h("td", {}), h("td", {}), h("td", {}))] : []),
+    ];
+    const table = h("table", { class: "gx-runs gx-profile-table" }, h("thead", {}, head), h("tbody", {}, ...body, ...tail));
+    const spread = p.spread ?? null;
+    const noisy = p.noisy
+      ? h("p", { class: "gx-warning gx-noisy" }, `noisy: the repeats varied more than these figures can resolve (spread ${spread === null ? "?" : (100 * spread).toFixed(0)}% of the median run); profile again on a quieter machine or with more repeats`)
+      : null;
     const more = rows.length > n ? h("p", { class: "gx-hint" }, `${rows.length - n} more nodes `, h("button", { class: "gx-more", on: { click: () => draw(rows.length) } }, `show all ${rows.length}`)) : null;
     box.replaceChildren(
-      heading(`where the time goes: stage ${p.stage} ${p.stage_name} on ${p.backend}`, ` · ${formatSeconds(p.total)} profiled, ${formatSeconds(p.unprofiled)} bare, median of ${p.repeats}`),
-      ...[notes(p.notes)].filter((x): x is HTMLElement => x !== null),
+      heading(`where the time goes: stage ${p.stage} ${p.stage_name} on ${p.backend}`, ` · ${formatSeconds(p.total)} profiled (the median of ${p.repeats} runs${spread === null ? "" : `, spread ${(100 * spread).toFixed(0)}%`}), ${formatSeconds(p.unprofiled)} bare`),
+      ...[noisy, notes(p.notes)].filter((x): x is HTMLElement => x !== null),
       h("div", { class: "gx-runscroll" }, table),
       ...(more ? [more] : []),
     );
@@ -187,14 +211,19 @@ export function rooflinePanel(data: RooflineData | null, c: MeasuredContext): HT
       h("td", { class: "gx-numcell" }, formatSeconds(p.seconds)),
       h("td", { class: "gx-numcell" }, rate(p.rate)),
       h("td", { class: "gx-numcell" }, rate(p.bandwidth)),
-      h("td", { class: "gx-numcell" }, p.rate !== null && p.bound ? `${((100 * p.rate) / p.bound).toFixed(0)}%` : ""),
+      h("td", { class: p.above ? "gx-numcell gx-above" : "gx-numcell" }, (p.rate !== null && p.bound ? `${((100 * p.rate) / p.bound).toFixed(0)}%` : "") + (p.above ? " ABOVE" : "")),
     ),
   );
+  const above = all.filter((p) => p.above);
+  const warning = above.length
+    ? h("p", { class: "gx-warning gx-roof-warning" }, `${above.length} point(s) above the roof${data.remeasured ? ", even after measuring the peaks again" : ""} (${above.slice(0, 5).map((p) => p.name).join(", ")}${above.length > 5 ? `, and ${above.length - 5} more` : ""}): the peaks or the cost model's counts are off; read the shares of the roof with care`)
+    : null;
   const head = h("tr", {}, ...["point", "kind", "line", "FLOPs/byte", "time", "GFLOP/s", "GB/s", "of roof"].map((t) => h("th", {}, t)));
   return h(
     "div",
     { class: "gx-rooflinepanel" },
     heading(`roofline of stage ${data.stage} ${data.stage_name} on ${data.backend}`, data.stage !== c.index ? " (not the stage shown)" : ""),
+    ...(warning ? [warning] : []),
     h("p", { class: "gx-hint gx-peaks" }, `peaks of ${pk.machine}: ${(pk.flops / 1e9).toFixed(1)} GFLOP/s, ${(pk.bandwidth / 1e9).toFixed(1)} GB/s, ridge at ${(pk.flops / pk.bandwidth).toFixed(1)} FLOPs/byte; measured ${pk.measured_at} (${pk.how})`),
     h("div", { class: "gx-plotrow" }, h("figure", { class: "gx-figure" }, rooflinePlot(data), h("figcaption", {}, caption)), h("div", { class: "gx-scroll gx-roof-table" }, h("table", { class: "gx-runs" }, h("thead", {}, head), h("tbody", {}, ...rows)))),
     notes(data.notes),

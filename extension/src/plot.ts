@@ -37,6 +37,37 @@ export function gappedPath(values: (number | null)[], width: number, height: num
   return parts.join(" ");
 }
 
+/** Axis ticks for 0..top bytes: multiples of a power-of-two step (whole KiB, MiB or GiB once
+ * past them), at most `most` + 1 of them from 0 (explorer/units.py byte_ticks, the same rule). */
+export function byteTicks(top: number, most = 5): number[] {
+  if (!(top > 0)) return [0];
+  let step = 1;
+  while (top / step > most) step *= 2;
+  const out: number[] = [];
+  for (let k = 0; k * step <= top; k++) out.push(k * step);
+  return out;
+}
+
+/** Ticks for steps 0..n-1: multiples of 1, 2 or 5 times a power of ten, at most `most` + 1. */
+export function stepTicks(n: number, most = 6): number[] {
+  const last = Math.max(0, n - 1);
+  let step = 1;
+  search: for (let p = 1; ; p *= 10) {
+    for (const f of [1, 2, 5]) {
+      step = f * p;
+      if (last / step <= most) break search;
+    }
+  }
+  const out: number[] = [];
+  for (let k = 0; k * step <= last; k++) out.push(k * step);
+  return out;
+}
+
+/** Room left of the memory charts for the byte axis (the lifetime bars keep it too, so that
+ * both share their steps' x). */
+export const BYTE_AXIS = 58;
+const STEP_AXIS = 26;
+
 export interface TimelineExtra {
   measured?: (number | null)[]; // measured bytes per step: a red line, with gaps
   measuredLabel?: string;
@@ -48,10 +79,40 @@ export interface TimelineExtra {
  * `extra`, the measured bytes, the planned peak marked and a hover text per step. */
 export function timelinePlot(values: number[], limit: number | null, width = 420, height = 90, extra: TimelineExtra = {}): SVGElement {
   const pad = 4;
-  const svg = svgEl("svg", { class: "gx-timeline", width: width + 2 * pad, height: height + 2 * pad, viewBox: `${-pad} ${-pad} ${width + 2 * pad} ${height + 2 * pad}` });
+  const left = BYTE_AXIS;
+  const svg = svgEl("svg", { class: "gx-timeline", width: width + left + pad, height: height + pad + STEP_AXIS, viewBox: `${-left} ${-pad} ${width + left + pad} ${height + pad + STEP_AXIS}` });
   const measured = extra.measured ?? [];
-  const top = Math.max(limit ?? 0, ...values, ...measured.map((v) => v ?? 0), 1);
+  const highest = Math.max(limit ?? 0, ...values, ...measured.map((v) => v ?? 0), 1);
+  const ticks = byteTicks(highest);
+  const top = Math.max(highest, ticks[ticks.length - 1]);
   svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height, class: "gx-plot-bg" }));
+  const text = (x: number, y: number, s: string, cls: string, attrs: Record<string, string | number> = {}) => {
+    const t = svgEl("text", { x, y, class: cls, ...attrs });
+    t.textContent = s;
+    svg.appendChild(t);
+  };
+  // the byte axis: a grid line and a KiB/MiB/GiB label per tick
+  const axisY = svgEl("g", { class: "gx-axis gx-axis-bytes" });
+  svg.appendChild(axisY);
+  for (const v of ticks) {
+    const y = height - (v / top) * height;
+    axisY.appendChild(svgEl("line", { x1: 0, x2: width, y1: y, y2: y, class: "gx-grid" }));
+    axisY.appendChild(svgEl("line", { x1: -3, x2: 0, y1: y, y2: y, class: "gx-tick" }));
+    const t = svgEl("text", { x: -5, y: y + 3, class: "gx-axis-label", "text-anchor": "end" });
+    t.textContent = formatBytes(v);
+    axisY.appendChild(t);
+  }
+  // the step axis: the schedule's steps
+  const axisX = svgEl("g", { class: "gx-axis gx-axis-steps" });
+  svg.appendChild(axisX);
+  for (const i of stepTicks(values.length)) {
+    const x = stepX(i, values.length, width);
+    axisX.appendChild(svgEl("line", { x1: x, x2: x, y1: height, y2: height + 3, class: "gx-tick" }));
+    const t = svgEl("text", { x, y: height + 13, class: "gx-axis-label", "text-anchor": "middle" });
+    t.textContent = String(i);
+    axisX.appendChild(t);
+  }
+  text(width, height + 24, "step", "gx-axis-title", { "text-anchor": "end" });
   const area = timelinePath(values, width, height, top);
   if (area) {
     svg.appendChild(svgEl("path", { d: `${area} L${width},${height} L0,${height} Z`, class: "gx-plot-area" }));
@@ -93,7 +154,8 @@ export function lifetimeBars(buffers: TimelineBuffer[], steps: number, at: numbe
   const shown = [...buffers].sort((a, b) => b[3] - a[3]).slice(0, max).sort((a, b) => a[4] - b[4] || b[3] - a[3]);
   const row = Math.max(7, Math.min(16, Math.floor(160 / Math.max(1, shown.length)))); // few buffers: thicker bars
   const height = Math.max(row, shown.length * row);
-  const svg = svgEl("svg", { class: "gx-lifetimes", width: width + 2 * pad, height: height + 2 * pad, viewBox: `${-pad} ${-pad} ${width + 2 * pad} ${height + 2 * pad}` });
+  const left = BYTE_AXIS; // (the timeline's byte axis: the same steps at the same x)
+  const svg = svgEl("svg", { class: "gx-lifetimes", width: width + left + pad, height: height + 2 * pad, viewBox: `${-left} ${-pad} ${width + left + pad} ${height + 2 * pad}` });
   svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height, class: "gx-plot-bg" }));
   const half = steps > 1 ? width / (steps - 1) / 2 : width / 2;
   shown.forEach((b, k) => {
@@ -181,7 +243,8 @@ const KIND_LABELS: Record<string, string> = { kernel: "fused kernel", dot: "dot 
 /** What hovering a roofline point says. */
 export function pointTip(p: RooflinePoint): string {
   const num = (v: number | null, scale: number, digits = 2) => (v === null ? "–" : (v / scale).toFixed(digits));
-  const roof = p.rate !== null && p.bound ? ` · ${((100 * p.rate) / p.bound).toFixed(0)}% of the roof` : "";
+  const roof = (p.rate !== null && p.bound ? ` · ${((100 * p.rate) / p.bound).toFixed(0)}% of the roof` : "") +
+    (p.above ? "\nABOVE THE ROOF, even after measuring the peaks again" : "");
   return `${p.name} (${p.kind === "xla" ? "jax.jit's whole program" : p.kind})` + (p.source ? `\n${p.source}` : "") +
     `\n${num(p.rate, 1e9)} GFLOP/s · ${num(p.bandwidth, 1e9)} GB/s · ${num(p.intensity, 1)} FLOPs/byte` +
     `\n${formatSeconds(p.seconds)}${roof}`;
@@ -257,6 +320,7 @@ export function rooflinePlot(data: RooflineData, width = 600, height = 340): SVG
   for (const p of pts) {
     const g = svgEl("g", { class: `gx-roof-pt gx-roof-${p.kind}` });
     g.setAttribute("data-tip", pointTip(p));
+    if (p.above) g.appendChild(svgEl("circle", { cx: px(p.intensity!), cy: py(p.rate! / 1e9), r: 9, class: "gx-roof-above" }));
     g.appendChild(marker(p.kind, px(p.intensity!), py(p.rate! / 1e9)));
     if (p.kind === "xla") {
       const t = svgEl("text", { x: px(p.intensity!) + 11, y: py(p.rate! / 1e9) + 4, class: "gx-roof-label" });

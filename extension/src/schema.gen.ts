@@ -175,9 +175,11 @@ export interface KernelRow {
 }
 
 /**
- * One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` per run of the
- * stage, the median over the repeats; `gflops` and `gbs` are null where it did no arithmetic,
- * moved nothing or took no measurable time. A kernel or loop is timed whole.
+ * One top-level node of a profiled stage (explorer/measure/profile.py): `seconds` in the
+ * profile's median run (its total's run: node times and total add up); `gflops` and `gbs` are
+ * null where it did no arithmetic, moved nothing or took no measurable time. A region is timed
+ * whole where its body is generated, its body's nodes apart where the interpreter core runs
+ * it (`timed`).
  */
 export interface ProfileRowData {
   node: number;
@@ -191,11 +193,14 @@ export interface ProfileRowData {
   calls: number;
   gflops: number | null;
   gbs: number | null;
+  timed?: string;
+  place?: string;
 }
 
 /**
  * trace.profile(): where one stage's time goes on one backend (Profile.to_data()). `total`
- * is a profiled run's seconds, `unprofiled` a bare run's.
+ * is the median profiled run's seconds (the rows' seconds plus `outside`), `unprofiled` a bare
+ * run's.
  */
 export interface ProfileData {
   stage: number;
@@ -206,6 +211,11 @@ export interface ProfileData {
   repeats: number;
   notes: string[];
   rows: ProfileRowData[];
+  outside?: number;
+  totals?: number[];
+  spread?: number;
+  noisy?: boolean;
+  inner?: ProfileRowData[];
 }
 
 /** This machine's measured peaks: FLOP/s of a BLAS matrix product, bytes/s of a triad. */
@@ -234,6 +244,7 @@ export interface RooflinePoint {
   rate: number | null;
   bandwidth: number | null;
   bound: number | null;
+  above?: boolean;
 }
 
 /** trace.roofline(): a stage's points under the machine's peaks (Roofline.to_data()). */
@@ -245,6 +256,8 @@ export interface RooflineData {
   points: RooflinePoint[];
   xla: RooflinePoint | null;
   notes: string[];
+  above_roof?: boolean;
+  remeasured?: boolean;
 }
 
 /**

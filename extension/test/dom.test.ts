@@ -6,6 +6,9 @@ import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
 import { diffTable } from "../src/views";
 import { boxKeys, hottest } from "../src/heat";
+
+import { timelinePlot } from "../src/plot";
+import { profileTable, rooflinePanel } from "../src/measured";
 import { fixture, measured } from "./fixture";
 
 const flush = () => new Promise((r) => setTimeout(r, 0));
@@ -652,5 +655,52 @@ describe("where the time goes", () => {
     expect((el.querySelector(".gx-profile-backend") as HTMLSelectElement).value).toBe("gpu");
     (el.querySelector(".gx-profile-run") as HTMLButtonElement).click();
     expect(sent[sent.length - 1]).toEqual({ type: "profile", backend: "gpu", stage: 1 });
+  });
+});
+
+describe("the memory chart", () => {
+  it("draws byte and step labels", () => {
+    const svg = timelinePlot([0, 1024, 3 * 1024 * 1024, 2048], null, 300, 90);
+    const bytes = [...svg.querySelectorAll(".gx-axis-bytes text")].map((t) => t.textContent);
+    expect(bytes).toEqual(["0 B", "1.0 MiB", "2.0 MiB", "3.0 MiB"]);
+    const steps = [...svg.querySelectorAll(".gx-axis-steps text")].map((t) => t.textContent);
+    expect(steps).toEqual(["0", "1", "2", "3"]);
+  });
+});
+
+describe("the profile table", () => {
+  const row = (node: number, name: string, kind: "kernel" | "dot" | "loop" | "op", seconds: number, extra: Record<string, string> = {}) => ({
+    node, name, kind, op: name.split(" ")[0], source: "", flops: 0, bytes: 0, seconds, calls: 1, gflops: null, gbs: null, timed: "", place: "", ...extra,
+  });
+  it("says how regions are timed, shows their bodies' nodes, the rest and the time outside the nodes", () => {
+    const p = {
+      stage: 1, stage_name: "fuse", backend: "cpu", total: 0.01, unprofiled: 0.0095, repeats: 5, notes: [],
+      rows: [row(3, "loop %3", "loop", 0.006, { timed: "apart" }), row(4, "scan %4", "loop", 0.002, { timed: "whole" }), row(5, "add %5", "op", 0.001)],
+      inner: [row(1, "dot_general %1", "dot", 0.004, { place: "loop_3/" }), row(2, "exp %2", "op", 0.001, { place: "loop_3/tail/" }), row(7, "mul %7", "op", 0.0005, { place: "loop_3/while_6/" })],
+      outside: 0.001, spread: 0.4, noisy: true, totals: [0.01, 0.014, 0.009],
+    };
+    const el = profileTable(p, null, 2);
+    const names = [...el.querySelectorAll("tbody tr td:first-child")].map((td) => td.textContent!.trim());
+    expect(names).toEqual(["loop %3", "loop_3/dot_general %1", "loop_3/tail/exp %2", "scan %4", "(1 other nodes)", "(outside the nodes)"]);
+    expect(el.textContent).toContain("loop · timed apart");
+    expect(el.textContent).toContain("loop · timed whole");
+    expect(el.querySelector(".gx-noisy")!.textContent).toContain("spread 40%");
+  });
+});
+
+describe("the roofline panel", () => {
+  const context = { index: 1, stageName: "simplify", taken: [], onGo: () => {}, onProfile: null, backend: "cpu" };
+  it("rings and names the points above the roof, and says the peaks were measured again", () => {
+    const data = structuredClone(measured().rooflines![0]!);
+    const quiet = rooflinePanel(data, context);
+    expect(quiet.querySelectorAll(".gx-roof-above").length).toBe(0);
+    expect(quiet.querySelector(".gx-roof-warning")).toBeNull();
+    data.points[0].above = true;
+    data.above_roof = true;
+    data.remeasured = true;
+    const el = rooflinePanel(data, context);
+    expect(el.querySelectorAll(".gx-roof-above").length).toBe(1);
+    expect(el.querySelector(".gx-roof-warning")!.textContent).toContain("1 point(s) above the roof, even after measuring the peaks again (fused_1)");
+    expect(el.textContent).toContain("ABOVE");
   });
 });

@@ -2,12 +2,11 @@ import { describe, it } from "node:test";
 import { expect } from "./expect";
 import { delta, formatBytes, formatCount, formatSeconds } from "../src/format";
 import { centreOn, initialView, panBy, wholeView, zoomAt } from "../src/panzoom";
-import { barFractions, decades, formatDecade, gappedPath, logExtent, logPos, placeable, pointTip, roofPoints, stepX, timelinePath } from "../src/plot";
 import { boxErrors, boxOf, boxSeconds, errorLevel, HEAT_STOPS, hottest, rampColour, scaledLevel, topNodes } from "../src/heat";
 import { missedBoxes, missedLines, remarksAt } from "../src/remarks";
-import { fixture } from "./fixture";
+import { barFractions, byteTicks, decades, formatDecade, gappedPath, logExtent, logPos, placeable, pointTip, roofPoints, stepTicks, stepX, timelinePath } from "../src/plot";
 import { byTime, forStage, shareText, shortLine, sortKernels } from "../src/measured";
-import { measured } from "./fixture";
+import { fixture, measured } from "./fixture";
 import { versus } from "../src/views";
 import { findHits, matches } from "../src/search";
 import { stepIndex, visibleIndices } from "../src/stepping";
@@ -250,5 +249,19 @@ describe("profiles in the tabs", () => {
     expect(sorted.map((x) => x.row.name)).toEqual(["the program", "fused_1", "fused_2", "fused_3"]);
     expect(sorted.map((x) => x.profiled)).toEqual([false, true, false, false]);
     expect(sortKernels(kernels, null).map((x) => x.row.name)).toEqual(["the program", "fused_2", "fused_3", "fused_1"]);
+  });
+});
+
+describe("the memory chart's axes", () => {
+  it("ticks bytes at power-of-two steps, as units.byte_ticks does", () => {
+    expect(byteTicks(100 * 2 ** 20)).toEqual([0, 32, 64, 96].map((k) => k * 2 ** 20));
+    expect(byteTicks(5)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(byteTicks(0)).toEqual([0]);
+    expect(byteTicks(3 * 2 ** 30).map(formatBytes)).toEqual(["0 B", "1.0 GiB", "2.0 GiB", "3.0 GiB"]);
+  });
+  it("ticks steps at 1, 2 or 5 times a power of ten", () => {
+    expect(stepTicks(5)).toEqual([0, 1, 2, 3, 4]);
+    expect(stepTicks(101)).toEqual([0, 20, 40, 60, 80, 100]);
+    expect(stepTicks(1)).toEqual([0]);
   });
 });

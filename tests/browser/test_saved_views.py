@@ -176,10 +176,18 @@ def test_a_saved_page_shows_where_the_time_goes_without_a_kernel(page, tmp_path)
     shot(page, "27-saved-roofline")
     root.locator('[data-tab="memory"]').click()
     assert root.locator(".gx-tabbody svg.gx-lifetimes .gx-life").count() >= 1
+    byte_ticks = root.locator(".gx-tabbody svg.gx-timeline .gx-axis-bytes text").all_text_contents()
+    assert len(byte_ticks) >= 3 and byte_ticks[0] == "0 B"
+    assert all(t.endswith(("B", "KiB", "MiB", "GiB")) for t in byte_ticks)
+    steps = root.locator(".gx-tabbody svg.gx-timeline .gx-axis-steps text").all_text_contents()
+    assert len(steps) >= 3 and steps[0] == "0"
     root.locator(".gx-tabbody").scroll_into_view_if_needed()
     shot(page, "28-saved-memory-timeline")
     root.locator('[data-tab="kernels"]').click()
     assert root.locator(".gx-profile-table tbody tr").count() >= 1
+    assert root.locator(".gx-profile-table .gx-profile-outside").count() == 1  # shares add up
+    root.locator(".gx-profile-table").scroll_into_view_if_needed()
+    shot(page, "29-saved-profile-table")
     assert root.locator(".gx-repro-stage").count() == 0  # reproducers need a kernel
     root.locator('[data-tab="run"]').click()
     assert "profiling needs a Jupyter kernel" in root.locator(".gx-tabbody").inner_text()

@@ -37,6 +37,12 @@ def test_memory_timeline_under_a_limit(backend):
     assert m.peak_step is not None
     assert sum(b.bytes for b in m.at_peak) <= m.steps[m.peak_step].planned
     assert isinstance(m.plot(), Figure) and "planned peak" in str(m)
+    # the chart's axes: bytes in the project's units, and whole steps
+    live = m.plot().axes[0]
+    labels = [live.yaxis.get_major_formatter()(v, k) for k, v in enumerate(live.get_yticks())]
+    assert labels[0] == "0 B" and all(x.endswith(("B", "KiB", "MiB", "GiB")) for x in labels)
+    assert any(x.endswith("KiB") for x in labels) and len(labels) >= 3
+    assert all(float(v).is_integer() for v in m.plot().axes[1].get_xticks())
 
 
 def test_memory_timeline_follows_the_schedule():

@@ -1,6 +1,7 @@
 """trace.to_html: one standalone page, with every user string escaped."""
 
 import json
+import pathlib
 import re
 
 from explorer.view.export import export_data, pack, page_data, share_svgs, unpack
@@ -76,3 +77,30 @@ def test_a_saved_page_keeps_the_remarks_and_the_overlays_state(remark_trace, tmp
     state = data["state"]
     assert (state["show_missed"], state["heat_scale"], state["colour_by"]) == (True, "hottest", "time")
     assert state["errors"] == [] and state["selected_node"] == ""
+
+
+def test_a_saved_page_keeps_every_profile_taken(toy_trace, tmp_path):
+    """Two stages, and one stage on two backends: the page keeps all of them (issue 41: only
+    one of the two panes' profiles survived), the latest of each stage first."""
+    from explorer.measure.latest import latest
+
+    taken = latest(toy_trace)
+    taken.profile = taken.roofline = taken.timeline = None
+    try:
+        toy_trace.profile(stage=2, backend="reference", repeats=1)
+        toy_trace.profile(stage=3, backend="reference", repeats=1)
+        toy_trace.profile(stage=3, backend="cpu", repeats=1)
+        toy_trace.profile(stage=2, backend="reference", repeats=1)  # replaces its own, only
+        state = page_data(pathlib.Path(toy_trace.to_html(tmp_path / "p.html")).read_text())["state"]
+        assert [(p["stage"], p["backend"]) for p in state["profiles"]] == [
+            (2, "reference"), (3, "cpu"), (3, "reference")]
+        # a widget's two panes, both kept in the trace's own page too
+        taken.profile = None
+        w = toy_trace.widget(repeats=1)
+        w.index = 4
+        assert w.profile("reference") is not None
+        state = page_data(pathlib.Path(toy_trace.to_html(tmp_path / "q.html")).read_text())["state"]
+        assert [p["stage"] for p in state["profiles"]] == [3, 4]
+        assert latest(toy_trace).profile.stage_index == 4  # the stage shown is the latest
+    finally:
+        taken.profile = taken.roofline = taken.timeline = None
