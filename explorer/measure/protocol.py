@@ -41,6 +41,7 @@ class TraceLike(Protocol):
 
     example_args: tuple[Any, ...]
     options: CompileOptions
+    pipeline: list[Pass]  # the passes as given (Trace.replanned runs them again)
 
     @property
     def stages(self) -> Sequence[StageLike]: ...
@@ -68,3 +69,5 @@ class TraceLike(Protocol):
 
     def memory_timeline(self, *args: Any, stage: int | str = -1, backend: str | None = None,
                         **settings: Any) -> Any: ...
+
+    def replanned(self, memory_limit: Any = ..., pipeline: Any = None) -> TraceLike: ...

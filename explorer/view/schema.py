@@ -291,6 +291,27 @@ class ProfileState(TypedDict):
 
 # ------------------------------------------------------------ the widget
 
+
+class WhatIf(TypedDict):
+    """The what-if outcome (read-only; view/whatif.py): the plan shown (`limit`: null for
+    none; its final stage's `planned_peak`; split loops' iterations by node id), the limits
+    the split can meet (`smallest_limit`, needed by `needed_by`, to `unsplit_limit`; null
+    until found), why a change was refused (`error`), what Python is doing (`working`), and
+    the plan's latest run (`measured`: stage and backend; null before one)."""
+
+    limit: int | None
+    planned_peak: int
+    chunks: dict[str, int]
+    smallest_limit: int | None
+    unsplit_limit: int | None
+    needed_by: str
+    error: str
+    working: str
+    measured: str
+    measured_peak: int | None
+    seconds: float | None
+
+
 # The tabs below the graphs.
 Tab = Literal["diff", "rewrites", "cost", "kernels", "run", "roofline", "memory"]
 
@@ -330,6 +351,10 @@ class WidgetState(TypedDict):
     profile_backend: str
     profile_state: ProfileState
     interactive: bool
+    memory_limit: str  # the what-if limit: "" (none), "16MiB" or bytes
+    pipeline: list[str]  # the what-if pipeline: pass names or specs, as explore() takes them
+    pass_names: list[str]  # the registered passes, user passes included
+    whatif: WhatIf
 
 
 class Traits(WidgetState, StageView):
@@ -339,7 +364,7 @@ class Traits(WidgetState, StageView):
 # The traits the front end writes back: the user's choices. Python owns all the others.
 Choice = Literal["index", "firing", "hide_unchanged", "search", "selected_rewrite", "tab",
                  "sync_panes", "opened", "selected_line", "show_source", "run_backends",
-                 "run_baselines", "show_heat", "profile_backend"]
+                 "run_baselines", "show_heat", "profile_backend", "memory_limit", "pipeline"]
 
 
 class RunMessage(TypedDict):
@@ -359,6 +384,12 @@ class ProfileMessage(TypedDict):
     type: Literal["profile"]
     backend: NotRequired[str]
     stage: NotRequired[int]
+
+
+class WhatIfMessage(TypedDict):
+    """The front end's what-if panel opened: find the limits the split can meet."""
+
+    type: Literal["whatif"]
 
 
 class ReproducerMessage(TypedDict):

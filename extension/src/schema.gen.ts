@@ -263,6 +263,27 @@ export interface ProfileState {
   error: string;
 }
 
+/**
+ * The what-if outcome (read-only; view/whatif.py): the plan shown (`limit`: null for
+ * none; its final stage's `planned_peak`; split loops' iterations by node id), the limits
+ * the split can meet (`smallest_limit`, needed by `needed_by`, to `unsplit_limit`; null
+ * until found), why a change was refused (`error`), what Python is doing (`working`), and
+ * the plan's latest run (`measured`: stage and backend; null before one).
+ */
+export interface WhatIf {
+  limit: number | null;
+  planned_peak: number;
+  chunks: Record<string, number>;
+  smallest_limit: number | null;
+  unsplit_limit: number | null;
+  needed_by: string;
+  error: string;
+  working: string;
+  measured: string;
+  measured_peak: number | null;
+  seconds: number | null;
+}
+
 /** The tabs below the graphs. */
 export type Tab = "diff" | "rewrites" | "cost" | "kernels" | "run" | "roofline" | "memory";
 
@@ -302,13 +323,17 @@ export interface WidgetState {
   profile_backend: string;
   profile_state: ProfileState;
   interactive: boolean;
+  memory_limit: string;
+  pipeline: string[];
+  pass_names: string[];
+  whatif: WhatIf;
 }
 
 /** Every trait the widget syncs: the state and the current stage's view. */
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend";
+export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend" | "memory_limit" | "pipeline";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -327,6 +352,11 @@ export interface ProfileMessage {
   type: "profile";
   backend?: string;
   stage?: number;
+}
+
+/** The front end's what-if panel opened: find the limits the split can meet. */
+export interface WhatIfMessage {
+  type: "whatif";
 }
 
 /**
@@ -371,7 +401,8 @@ export const TRAIT_NAMES: (keyof Traits)[] = [
   "title", "stages", "index", "firing", "source", "selected_line", "show_source", "hide_unchanged",
   "search", "tab", "selected_rewrite", "sync_panes", "opened", "backends", "run_backends",
   "run_baselines", "run_rows", "run_state", "kernels", "profiles", "rooflines", "timelines",
-  "show_heat", "profile_backend", "profile_state", "interactive", "stage", "shown_firing",
-  "before_svg", "after_svg", "before_words", "after_words", "before_lines", "after_lines",
-  "before_groups", "after_groups", "diff_counts", "note", "ir_diff", "rewrites", "cost",
+  "show_heat", "profile_backend", "profile_state", "interactive", "memory_limit", "pipeline",
+  "pass_names", "whatif", "stage", "shown_firing", "before_svg", "after_svg", "before_words",
+  "after_words", "before_lines", "after_lines", "before_groups", "after_groups", "diff_counts",
+  "note", "ir_diff", "rewrites", "cost",
 ];
