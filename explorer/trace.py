@@ -218,14 +218,15 @@ class Trace:
         return to_html(self, path, **options)
 
     def replanned(self, memory_limit: int | str | None | EllipsisType = ...,
-                  pipeline: str | Sequence[str | Pass] | None = None) -> Trace:
+                  pipeline: str | Sequence[str | Pass] | None = None,
+                  reuse: Sequence[Sequence[Stage]] = ()) -> Trace:
         """The same traced program through `pipeline` (default: this trace's, `self.pipeline`)
         under `memory_limit` (default: this trace's; None: no limit), without tracing it
         again: a stage whose pass and input graph are the same as one of this trace's is that
         stage (a pass is a function of its graph), so a new limit re-runs the split and what
-        it changed. Raises as explore() does (an unknown pass: PipelineError naming the
-        registered ones; an infeasible limit: InfeasibleMemoryLimit), leaving this trace as
-        it was."""
+        it changed; so is one of `reuse` (the stages of other plans of this program). Raises
+        as explore() does (an unknown pass: PipelineError naming the registered ones; an
+        infeasible limit: InfeasibleMemoryLimit), leaving this trace as it was."""
         options = self.options if memory_limit is ... else \
             self.options.with_(memory_limit=None) if memory_limit is None else \
             CompileOptions.make(memory_limit, base=self.options)
@@ -235,10 +236,10 @@ class Trace:
         def record(p: Pass, g: Graph, report: PassReport) -> None:
             stages.append(Stage(p.name, g, report, p))
 
+        known = [pair for plan in (self.stages, *reuse) for pair in zip(plan, plan[1:])]
         for p in configure(given, options):
             g = stages[-1].graph  # a pass is a function of its graph: one run per (pass, graph)
-            same = [s for prev, s in zip(self.stages, self.stages[1:])
-                    if prev.graph is g and s.pass_ == p]
+            same = [s for prev, s in known if prev.graph is g and s.pass_ == p]
             if same:
                 stages.append(same[0])
             else:

@@ -6,7 +6,9 @@ whose pass and input graph are unchanged is reused, so a new limit re-runs the s
 follows it). A change that cannot be planned is refused whole: the widget keeps the plan it
 shows and says why. The limits the split can meet under a pipeline (split.smallest_limit:
 the smallest, the node that needs it, and where nothing needs splitting) are found once per
-pipeline, and a limit under the smallest is then refused without planning.
+pipeline when asked (the panel opens, or `find_limits`), and a limit under the smallest is
+then refused without planning. A view of a stage that a re-plan kept, after the same stage
+as before, is kept too.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from ..passes.base import Pass
 from ..passes.pipeline import PipelineError, pass_spec, resolve
 from ..passes.split import InfeasibleMemoryLimit, Limits, Split, smallest_limit
 from ..units import parse_bytes
-from .schema import RunRow, WhatIf
+from .payload import cost_view
+from .schema import RunRow, StageView, WhatIf
 
 if TYPE_CHECKING:
     from ..measure.protocol import TraceLike
 
+PLANS = 8  # earlier plans whose stages a re-plan may reuse
 NO_LIMIT = 2**62  # a limit that nothing needs splitting for: the split's input unchanged
 
 
@@ -79,6 +83,7 @@ class WhatIfs:
     def __init__(self) -> None:
         self.limits: dict[tuple[tuple[str, ...], str], Limits | None] = {}
         self.refused: Exception | None = None  # why the last change was refused
+        self.plans: list[list[Any]] = []  # the stages of recent plans, for replanned() to reuse
 
     @staticmethod
     def _key(trace: TraceLike, pipeline: Sequence[str]) -> tuple[tuple[str, ...], str]:
@@ -106,15 +111,16 @@ class WhatIfs:
 
     def replan(self, trace: TraceLike, memory_limit: str, pipeline: Sequence[str]) -> TraceLike:
         """`trace`'s program planned under `memory_limit` (text) through `pipeline` (pass names
-        or specs). Raises ValueError for an unreadable limit, PipelineError for an unknown pass
-        (naming the registered ones), InfeasibleMemoryLimit under the smallest limit."""
+        or specs), reusing the stages of recent plans. Raises ValueError for an unreadable
+        limit, PipelineError for an unknown pass (naming the registered ones),
+        InfeasibleMemoryLimit under the smallest limit (without planning, once it is known)."""
         limit = parse_limit(memory_limit)
         wanted = passes_of(trace, pipeline)
-        if limit is not None:
-            found = self.find_limits(trace, wanted)
-            if found is not None and limit < found.smallest:
-                raise InfeasibleMemoryLimit(limit, found.smallest, found.node)
-        return trace.replanned(memory_limit=limit, pipeline=wanted)
+        found = self.limits.get(self._key(trace, [pass_spec(p) for p in wanted]))
+        if limit is not None and found is not None and limit < found.smallest:
+            raise InfeasibleMemoryLimit(limit, found.smallest, found.node)
+        self.plans = [list(trace.stages), *self.plans][:PLANS]
+        return trace.replanned(memory_limit=limit, pipeline=wanted, reuse=self.plans)
 
     def status(self, trace: TraceLike, rows: Sequence[RunRow] = (), working: str = "") -> WhatIf:
         """What the widget shows of the plan: its numbers, the limits found, why the last
@@ -142,6 +148,24 @@ class WhatIfs:
 def specs_of(trace: TraceLike) -> list[str]:
     """The trace's pipeline as given, as spec strings."""
     return [pass_spec(p) for p in trace.pipeline]
+
+
+def kept_views(old: TraceLike, new: TraceLike, views: dict[tuple, StageView]
+               ) -> dict[tuple, StageView]:
+    """The views among `views` (a widget's, keyed by stage index, firing and the choices) of
+    the stages of `old` that `new` kept, after the same stage as before: the same pictures,
+    under the stage's index in `new`, with the cost tab of `new` (its memory limit)."""
+    def pairs(trace: TraceLike) -> list[tuple[int, int]]:
+        return [(id(trace.stages[k - 1]) if k else 0, id(s)) for k, s in enumerate(trace.stages)]
+
+    where = {pair: j for j, pair in enumerate(pairs(new))}
+    before = pairs(old)
+    out = {}
+    for key, view in list(views.items()):
+        j = where.get(before[key[0]]) if key[0] < len(before) and key[1] == -1 else None
+        if j is not None:
+            out[(j, *key[1:])] = StageView(**{**view, "stage": j, "cost": cost_view(new, j)})
+    return out
 
 
 def page_state(trace: TraceLike) -> dict[str, Any]:

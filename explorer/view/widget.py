@@ -30,7 +30,7 @@ from .runs import RunLog
 from .schema import DEFAULTS, ProfileState, ReproducerFile, RunState, StageView, Traits, fields
 from .source import source_listing
 from .summary import summary_html
-from .whatif import WhatIfs, limit_text, specs_of
+from .whatif import WhatIfs, kept_views, limit_text, specs_of
 
 if TYPE_CHECKING:
     from ..measure.profile import Profile
@@ -355,7 +355,8 @@ class TraceWidget(SyncedTraits):
         runs = RunLog(trace, self.runs.repeats)
         runs.measurements.update({k: m for k, m in self.runs.measurements.items()
                                   if k.startswith("baseline:")})
-        self.trace, self._views, self.runs = trace, {}, runs
+        self._views = kept_views(self.trace, trace, self._views)
+        self.trace, self.runs = trace, runs
         self.measured = ProfileLog(trace, self.measured.repeats)
         with self.hold_sync():
             self.stages = stage_summaries(trace)
