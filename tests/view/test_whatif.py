@@ -65,7 +65,10 @@ def test_a_memory_limit_replans_the_split(trace: gx.Trace) -> None:
     assert small["error"] == "" and small["planned_peak"] <= 48 * 1024
     assert sum(small["chunks"].values()) > sum(big["chunks"].values())  # more, smaller chunks
     assert w.cost["memory_limit"] == 48 * 1024  # the stage's view was drawn again
-    # the range the slider spans: the smallest feasible limit, and where nothing is split
+    # the range the slider spans: the smallest feasible limit, and where nothing is split,
+    # found when asked (the panel opens)
+    assert small["smallest_limit"] is None
+    small = w.find_limits()
     pre = w.trace.stages[names(w).index("split") - 1].graph
     limits = smallest_limit(pre)
     assert small["smallest_limit"] == limits.smallest < 48 * 1024
