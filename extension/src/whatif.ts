@@ -82,16 +82,22 @@ export function whatIfPanel(model: Model): WhatIfPanel {
     model.send({ type: "whatif" } satisfies WhatIfMessage);
   };
   el.addEventListener("toggle", ask);
+  // one text box for the panel's life: a redraw while the user types keeps what is typed
+  const commit = () => {
+    if (text.value.trim() !== (model.get("memory_limit") ?? "")) choose("memory_limit", text.value.trim());
+  };
+  const text = h("input", {
+    class: "gx-whatif-text",
+    attrs: { type: "text", placeholder: "none, 16MiB or bytes", spellcheck: "false" },
+    on: { change: commit, keydown: (ev: KeyboardEvent) => ev.key === "Enter" && text.blur() }, // blur: change
+  }) as HTMLInputElement;
 
   function limitRow(w: WhatIf, on: boolean): HTMLElement {
     const lo = w.smallest_limit;
     const hi = w.unsplit_limit;
-    const text = h("input", {
-      class: "gx-whatif-text",
-      attrs: { type: "text", placeholder: "none, 16MiB or bytes", spellcheck: "false", ...(on ? {} : { disabled: "true" }) },
-      on: { change: () => choose("memory_limit", text.value.trim()) },
-    }) as HTMLInputElement;
-    text.value = model.get("memory_limit") ?? "";
+    if (on) text.removeAttribute("disabled");
+    else text.setAttribute("disabled", "true");
+    if (document.activeElement !== text) text.value = model.get("memory_limit") ?? "";
     const row = h("div", { class: "gx-whatif-row" }, h("span", { class: "gx-whatif-label" }, "memory limit"));
     if (lo !== null && hi !== null && hi > lo) {
       const readout = h("span", { class: "gx-whatif-readout" });
