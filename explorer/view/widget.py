@@ -103,7 +103,8 @@ class TraceWidget(SyncedTraits):
         self.on_msg(self._on_message)
         self._show(self.index)
         self._whatif_live = True
-        if (self.memory_limit, list(self.pipeline)) != (kwargs["memory_limit"], specs_of(trace)):
+        if (self.memory_limit, list(self.pipeline)) != (limit_text(trace.memory_limit),
+                                                         specs_of(trace)):
             self.replan()  # asked for in the options
 
     # ------------------------------------------------------------ state

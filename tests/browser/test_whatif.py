@@ -9,8 +9,6 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-expect = pytest.importorskip("playwright.sync_api").expect
-
 from tests.browser.browserkit import shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
@@ -32,6 +30,8 @@ w
 
 
 def test_the_what_if_panel_replans(lab, page) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect  # the page fixture skips without Playwright
+
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CELL)], metadata={
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
     nbformat.write(nb, lab.root / "whatif.ipynb")

@@ -80,6 +80,12 @@ def test_a_memory_limit_replans_the_split(trace: gx.Trace) -> None:
     assert "split" not in names(w) and w.whatif["chunks"] == {} and w.whatif["limit"] is None
 
 
+def test_a_limit_given_to_the_widget_is_planned(trace: gx.Trace) -> None:
+    w = trace.widget(prefetch=False, memory_limit="64KiB")
+    assert "split" in names(w) and w.whatif["limit"] == 65536 and w.memory_limit == "64KiB"
+    assert trace.memory_limit is None  # the trace it was given is as it was
+
+
 def test_an_infeasible_limit_is_refused_with_the_smallest_and_its_node(trace: gx.Trace) -> None:
     w = trace.widget(prefetch=False)
     w.memory_limit = "64KiB"
