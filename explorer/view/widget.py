@@ -148,11 +148,14 @@ class TraceWidget(SyncedTraits):
 
     def _view(self, index: int, opened: dict[str, bool], search: str,
               firing: int = -1) -> StageView:
-        trace, views = self.trace, self._views  # a re-plan swaps both: old views stay out
+        trace, views = self.trace, self._views  # a re-plan swaps both, the trace first
         reveal = reveal_for(trace, index, search, firing)
         key = (index, firing, frozenset(opened.items()), reveal)
         if key not in views:
-            views[key] = stage_view(trace, index, self.max_nodes, opened, reveal, firing)
+            view = stage_view(trace, index, self.max_nodes, opened, reveal, firing)
+            if trace is not self.trace:  # re-planned meanwhile: a view of the old plan
+                return view
+            views[key] = view
         return views[key]
 
     def _prefetch(self, index: int) -> None:
@@ -356,8 +359,8 @@ class TraceWidget(SyncedTraits):
         runs = RunLog(trace, self.runs.repeats)
         runs.measurements.update({k: m for k, m in self.runs.measurements.items()
                                   if k.startswith("baseline:")})
-        self._views = kept_views(self.trace, trace, self._views)
-        self.trace, self.runs = trace, runs
+        kept = kept_views(self.trace, trace, self._views)
+        self.trace, self._views, self.runs = trace, kept, runs  # the trace first (see _view)
         self.measured = ProfileLog(trace, self.measured.repeats)
         with self.hold_sync():
             self.stages = stage_summaries(trace)
