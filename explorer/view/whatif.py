@@ -114,6 +114,11 @@ class WhatIfs:
         or specs), reusing the stages of recent plans. Raises ValueError for an unreadable
         limit, PipelineError for an unknown pass (naming the registered ones),
         InfeasibleMemoryLimit under the smallest limit (without planning, once it is known)."""
+        outside = [s.name for s in trace.stages[1:] if s.pass_ is None]
+        if outside:
+            raise ValueError(f"stages {', '.join(outside)} were not made by passes here (a "
+                             f"trace of XLA's own pipeline, gx.xla_pipeline): there is "
+                             f"nothing to plan again")
         limit = parse_limit(memory_limit)
         wanted = passes_of(trace, pipeline)
         found = self.limits.get(self._key(trace, [pass_spec(p) for p in wanted]))

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.passes.base import RewritePass
+from explorer.passes.base import PassReport, RewritePass
 from explorer.passes.split import smallest_limit
+from explorer.trace import Stage
 from explorer.view.export import export_data
 from explorer.view.schema import WhatIf, problems
 from explorer.view.whatif import limit_text, parse_limit
@@ -166,6 +167,16 @@ def test_a_widget_of_unregistered_passes_replans(toy_trace: gx.Trace) -> None:
     w.memory_limit = "1MiB"
     assert w.whatif["error"] == "" and names(w)[-1] == "split"
     assert w.trace.stages[:5] == toy_trace.stages
+
+
+def test_a_trace_of_xla_passes_is_not_replanned(trace: gx.Trace) -> None:
+    xla = gx.Trace(trace.traced, [trace.stages[0], Stage("algsimp", trace.final.graph,
+                                                         PassReport(changed=True))], ())
+    w = xla.widget(prefetch=False)
+    assert w.pipeline == [] and w.memory_limit == ""
+    w.memory_limit = "64KiB"
+    assert "algsimp were not made by passes here" in w.whatif["error"]
+    assert w.trace is xla and w.memory_limit == ""
 
 
 def test_a_saved_page_shows_the_plan_and_needs_a_kernel(trace: gx.Trace) -> None:
