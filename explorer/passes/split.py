@@ -226,14 +226,14 @@ class Limits(NamedTuple):
 
 def smallest_limit(g: Graph, backend: str = DEFAULT_BACKEND, above: int = 0) -> Limits:
     """The smallest memory limit the split pass can meet on `g` (above `above`, a limit
-    known to fail), to within 1/64 (at least 256 bytes), the node that needs it, and the
+    known to fail), to within 1/64 of it (or 256 bytes), the node that needs it, and the
     limit from which nothing needs splitting (the planned peak of `g` and of its fused form,
     plus the reserve). The search starts there and gallops down, then bisects: an attempt
     just under a program's peak is the slowest to fail, and a program that no split makes
     smaller needs only one."""
     unsplit = max(plan(g, backend).peak_bytes, _fused_peak(g, backend)) + RESERVE
     lo, hi, step = above, max(above + 1, unsplit), max(256, unsplit // 64)
-    while hi - lo > max(256, lo // 64):
+    while hi - lo > max(256, hi // 64):
         mid = max((lo + hi) // 2, hi - step) if step else (lo + hi) // 2
         if _split(g, mid, backend) is None:
             lo, step = mid, 0  # under the smallest: bisect from here on
