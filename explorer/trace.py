@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from types import EllipsisType
 from typing import Any
 
 import jax
@@ -79,6 +80,9 @@ class Trace:
         self.stages = list(stages)
         self.example_args = example_args
         self.options = CompileOptions.make(memory_limit, base=options)
+        # the passes as given, before the options filled them in and called for more (explore
+        # sets them; replanned() runs them again)
+        self.pipeline: list[Pass] = [s.pass_ for s in self.stages[1:] if s.pass_ is not None]
 
     @property
     def memory_limit(self) -> int | None:
@@ -222,6 +226,41 @@ class Trace:
 
         return to_html(self, path, **options)
 
+    def replanned(self, memory_limit: int | str | None | EllipsisType = ...,
+                  pipeline: str | Sequence[str | Pass] | None = None,
+                  reuse: Sequence[Sequence[Stage]] = ()) -> Trace:
+        """The same traced program through `pipeline` (default: this trace's, `self.pipeline`)
+        under `memory_limit` (default: this trace's; None: no limit), without tracing it
+        again: a stage whose pass and input graph are the same as one of this trace's is that
+        stage (a pass is a function of its graph), so a new limit re-runs the split and what
+        it changed; so is one of `reuse` (the stages of other plans of this program). Raises
+        as explore() does (an unknown pass: PipelineError naming the registered ones; an
+        infeasible limit: InfeasibleMemoryLimit), leaving this trace as it was."""
+        options = self.options if memory_limit is ... else \
+            self.options.with_(memory_limit=None) if memory_limit is None else \
+            CompileOptions.make(memory_limit, base=self.options)
+        given = resolve(self.pipeline if pipeline is None else pipeline)
+        stages = [self.stages[0]]
+
+        def record(p: Pass, g: Graph, report: PassReport) -> None:
+            stages.append(Stage(p.name, g, report, p))
+
+        known = [pair for plan in (self.stages, *reuse) for pair in zip(plan, plan[1:])]
+        for p in configure(given, options):
+            g = stages[-1].graph  # a pass is a function of its graph: one run per (pass, graph)
+            same = [s for prev, s in known if prev.graph is g and s.pass_ == p]
+            if same:
+                stages.append(same[0])
+            else:
+                run_pipeline(g, [p], on_stage=record)
+        final = stages[-1].graph
+        if options.memory_limit is not None:
+            check_limit(final, options.memory_limit, options.backend)
+        result = Trace(self.traced, stages, self.example_args, options=options)
+        result.fn = getattr(self, "fn", None)
+        result.pipeline = given
+        return result
+
 
 def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | Pass] | None = None,
             memory_limit: int | str | None = None, check: bool | None = None,
@@ -231,7 +270,8 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
     passes read the options they serve (explorer/passes/pipeline.py)."""
     options = CompileOptions.make(memory_limit, base=options)
     registry.get(options.backend)  # an unknown backend fails before any work
-    passes = configure(resolve(DEFAULT_PIPELINE if pipeline is None else pipeline), options)
+    given = resolve(DEFAULT_PIPELINE if pipeline is None else pipeline)
+    passes = configure(given, options)
     traced = trace(fn, *args)
     stages = [Stage("traced", traced.graph, PassReport(changed=False))]
 
@@ -243,4 +283,5 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
         check_limit(final, options.memory_limit, options.backend)
     result = Trace(traced, stages, args, options=options)
     result.fn = fn  # the baselines of compare() call the user's own function
+    result.pipeline = given
     return result

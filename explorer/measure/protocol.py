@@ -42,6 +42,7 @@ class TraceLike(Protocol):
 
     example_args: tuple[Any, ...]
     options: CompileOptions
+    pipeline: list[Pass]  # the passes as given (Trace.replanned runs them again)
 
     @property
     def stages(self) -> Sequence[StageLike]: ...
@@ -71,3 +72,5 @@ class TraceLike(Protocol):
                         **settings: Any) -> Any: ...
 
     def numerics(self, *args: Any, seed: int | None = None) -> Any: ...
+    def replanned(self, memory_limit: Any = ..., pipeline: Any = None,
+                  reuse: Sequence[Sequence[Any]] = ()) -> TraceLike: ...

@@ -95,6 +95,20 @@ def parse_spec(spec: str) -> list[Pass]:
     return out
 
 
+def pass_spec(p: Pass) -> str:
+    """A pass as a spec names it (parse_spec reads it back): its name, with the options set
+    away from the pass's defaults, as in 'split{memory-limit=16777216}'."""
+    changed = []
+    for f in dataclasses.fields(p) if dataclasses.is_dataclass(p) else ():
+        default = f.default if f.default is not dataclasses.MISSING else \
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        value = getattr(p, f.name)
+        if f.name != "name" and value != default:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            changed.append(f"{f.name.replace('_', '-')}={text}")
+    return p.name + (f"{{{','.join(changed)}}}" if changed else "")
+
+
 def configure(passes: Sequence[Pass], options: CompileOptions) -> list[Pass]:
     """`passes` with the options each reads filled from `options` where unset, plus the
     passes that a set option calls for and the pipeline lacks (see the module docstring)."""

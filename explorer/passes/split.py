@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from ..analysis.cost import graph_cost
 from ..analysis.memory import DEFAULT_BACKEND, MemoryPlan, plan
@@ -211,20 +211,38 @@ def _best(g: Graph, p: MemoryPlan, budget: int, backend: str) -> tuple[int, Loop
 
 
 def _infeasible(g: Graph, limit: int, backend: str) -> InfeasibleMemoryLimit:
-    """The error for `limit`, with the smallest limit that works (found by bisection)."""
-    p = plan(g, backend)
-    lo, hi = limit, max(limit, p.peak_bytes + RESERVE)
-    while hi - lo > max(256, lo // 64):
-        mid = (lo + hi) // 2
+    """The error for `limit`, with the smallest limit that works and the node that needs it."""
+    needed, node, _ = smallest_limit(g, backend)
+    if needed <= limit:  # the limits that work are not all above the smallest: look above
+        needed, node, _ = smallest_limit(g, backend, above=limit)
+    return InfeasibleMemoryLimit(limit, needed, node)
+
+
+class Limits(NamedTuple):
+    smallest: int  # the smallest limit the split pass meets
+    node: Node  # the node whose step sets it: the peak of the program split for it
+    unsplit: int  # a limit under which nothing needs splitting
+
+
+def smallest_limit(g: Graph, backend: str = DEFAULT_BACKEND, above: int = 0) -> Limits:
+    """The smallest memory limit the split pass can meet on `g` (above `above`, a limit
+    known to fail), to within 1/64 of it (or 256 bytes), the node that needs it, and the
+    limit from which nothing needs splitting (the planned peak of `g` and of its fused form,
+    plus the reserve). The search starts there and gallops down, then bisects: an attempt
+    just under a program's peak is the slowest to fail, and a program that no split makes
+    smaller needs only one."""
+    unsplit = max(plan(g, backend).peak_bytes, _fused_peak(g, backend)) + RESERVE
+    lo, hi, step = above, max(above + 1, unsplit), max(256, unsplit // 64)
+    while hi - lo > max(256, hi // 64):
+        mid = max((lo + hi) // 2, hi - step) if step else (lo + hi) // 2
         if _split(g, mid, backend) is None:
-            lo = mid
+            lo, step = mid, 0  # under the smallest: bisect from here on
         else:
-            hi = mid
+            hi, step = mid, step * 2
     done = _split(g, hi, backend)
     final = done[0] if done else g
     peak_node = plan(final, backend).peak_node
-    node = final[peak_node] if peak_node is not None else g.nodes[-1]
-    return InfeasibleMemoryLimit(limit, hi, node)
+    return Limits(hi, final[peak_node] if peak_node is not None else g.nodes[-1], unsplit)
 
 
 def check_limit(g: Graph, limit: int, backend: str = DEFAULT_BACKEND) -> None:

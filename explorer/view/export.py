@@ -32,6 +32,7 @@ from .render import DEFAULT_MAX_NODES
 from .runs import RunLog
 from .schema import DEFAULTS, IDLE, RunState
 from .source import source_listing
+from .whatif import page_state
 
 if TYPE_CHECKING:
     from ..measure.protocol import TraceLike
@@ -115,7 +116,7 @@ def export_data(trace: TraceLike, *, max_nodes: int = DEFAULT_MAX_NODES, runs: R
              **{k: DEFAULTS[k] for k in ("tab", "selected_rewrite", "sync_panes", "firing")},
              "backends": [], "run_rows": list(run_rows or []), "run_state": RunState(**IDLE),
              **(trace_measured(trace) if measured is None else measured),
-             "show_heat": DEFAULTS["show_heat"], **overlay_state(trace)}
+             "show_heat": DEFAULTS["show_heat"], **overlay_state(trace), **page_state(trace)}
     return {"state": state, "views": views}
 
 

@@ -1,9 +1,10 @@
 """The widget's payload schema, declared once: every trait Python sends the front end, every
 message the front end sends back, and the data an exported page inlines.
 
-The front end's types are generated from these declarations: `python -m explorer.view.schema`
-writes extension/src/schema.gen.ts (committed; a test checks that it is what this module
-generates). `problems(value, tp)` lists what in a payload does not fit its declaration.
+The front end's types are generated from these declarations:
+`python -m explorer.view.schema_typescript` writes extension/src/schema.gen.ts (committed; a
+test checks that it is what the declarations generate). `problems(value, tp)` lists what in a
+payload does not fit its declaration.
 
 The declarations use JSON's types: str, int, float, bool, None, Literal, unions, list[X],
 tuple[...] (a fixed-length array), dict[str, X], TypedDicts (NotRequired for keys that may be
@@ -16,8 +17,6 @@ import json
 import reprlib
 import sys
 import types
-from itertools import takewhile
-from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from typing_extensions import NotRequired, TypedDict, get_type_hints, is_typeddict
@@ -324,6 +323,27 @@ class ProfileState(TypedDict):
 
 # ------------------------------------------------------------ the widget
 
+
+class WhatIf(TypedDict):
+    """The what-if outcome (read-only; view/whatif.py): the plan shown (`limit`: null for
+    none; its final stage's `planned_peak`; split loops' iterations by node id), the limits
+    the split can meet (`smallest_limit`, needed by `needed_by`, to `unsplit_limit`; null
+    until found), why a change was refused (`error`), what Python is doing (`working`), and
+    the plan's latest run (`measured`: stage and backend; null before one)."""
+
+    limit: int | None
+    planned_peak: int
+    chunks: dict[str, int]
+    smallest_limit: int | None
+    unsplit_limit: int | None
+    needed_by: str
+    error: str
+    working: str
+    measured: str
+    measured_peak: int | None
+    seconds: float | None
+
+
 # The tabs below the graphs.
 Tab = Literal["diff", "rewrites", "why", "cost", "kernels", "run", "roofline", "memory"]
 # What the graphs' overlay colours boxes by: the profile's times, or the nodes' numerical error.
@@ -375,6 +395,10 @@ class WidgetState(TypedDict):
     profile_backend: str
     profile_state: ProfileState
     interactive: bool
+    memory_limit: str  # the what-if limit: "" (none), "16MiB" or bytes
+    pipeline: list[str]  # the what-if pipeline: pass names or specs, as explore() takes them
+    pass_names: list[str]  # the registered passes, user passes included
+    whatif: WhatIf
 
 
 class Traits(WidgetState, StageView):
@@ -385,7 +409,7 @@ class Traits(WidgetState, StageView):
 Choice = Literal["index", "firing", "hide_unchanged", "search", "selected_rewrite", "tab",
                  "sync_panes", "opened", "selected_line", "show_source", "run_backends",
                  "run_baselines", "show_heat", "profile_backend", "heat_scale", "colour_by",
-                 "selected_node", "show_missed"]
+                 "selected_node", "show_missed", "memory_limit", "pipeline"]
 
 
 class RunMessage(TypedDict):
@@ -405,6 +429,12 @@ class ProfileMessage(TypedDict):
     type: Literal["profile"]
     backend: NotRequired[str]
     stage: NotRequired[int]
+
+
+class WhatIfMessage(TypedDict):
+    """The front end's what-if panel opened: find the limits the split can meet."""
+
+    type: Literal["whatif"]
 
 
 class ReproducerMessage(TypedDict):
@@ -463,7 +493,7 @@ def fields(tp: Any) -> dict[str, Any]:
     return get_type_hints(tp)
 
 
-def _declarations() -> dict[str, Any]:
+def declarations() -> dict[str, Any]:
     """The public TypedDicts and aliases of this module by name, in declaration order."""
     return {name: v for name, v in vars(sys.modules[__name__]).items()
             if name[0].isupper()
@@ -511,9 +541,8 @@ def _wrong(value: Any, tp: Any, where: str) -> list[str]:
     return [f"{where}: {reprlib.repr(value)} is not {typescript_type(tp)}"]
 
 
-# ------------------------------------------------------------ TypeScript
+# ------------------------------------------------------------ TypeScript names of the types
 
-TS_FILE = Path(__file__).resolve().parents[2] / "extension" / "src" / "schema.gen.ts"
 _SCALARS = {str: "string", int: "number", float: "number", bool: "boolean", types.NoneType: "null",
             None: "null", Any: "unknown"}
 
@@ -542,65 +571,3 @@ def typescript_type(tp: Any, names: dict[str, Any] | None = None) -> str:
     if is_typeddict(tp):
         return tp.__name__
     raise TypeError(f"{tp!r} has no TypeScript form in the schema")
-
-
-def _doc(text: str | None, indent: str = "") -> list[str]:
-    if not text:
-        return []
-    lines = [line.strip() for line in text.strip().replace("*/", "* /").splitlines()]
-    if len(lines) == 1:
-        return [f"{indent}/** {lines[0]} */"]
-    return [f"{indent}/**", *(f"{indent} * {line}".rstrip() for line in lines), f"{indent} */"]
-
-
-def _alias_doc(name: str) -> str:
-    """The comment lines just above `name = ...` in this module."""
-    lines = Path(__file__).read_text(encoding="utf-8").splitlines()
-    above = lines[:lines.index(next(x for x in lines if x.startswith(f"{name} = ")))]
-    notes = list(takewhile(lambda x: x.startswith("# "), reversed(above)))
-    return "\n".join(x[2:] for x in reversed(notes))
-
-
-def _interface(name: str, tp: Any, names: dict[str, Any]) -> list[str]:
-    bases = [b for b in getattr(tp, "__orig_bases__", ()) if is_typeddict(b)]
-    inherited = {k for b in bases for k in fields(b)}
-    own = {k: v for k, v in fields(tp).items() if k not in inherited}
-    head = f"export interface {name}" + (f" extends {', '.join(b.__name__ for b in bases)}"
-                                         if bases else "")
-    if not own:
-        return [head + " {}"]
-    body = [f"  {k}{'' if k in tp.__required_keys__ else '?'}: {typescript_type(v, names)};"
-            for k, v in own.items()]
-    return [head + " {", *body, "}"]
-
-
-def _wrapped(items: list[str], width: int = 100) -> list[str]:
-    lines = [""]
-    for item in items:
-        if lines[-1] and len(lines[-1]) + len(item) + 2 > width:
-            lines.append("")
-        lines[-1] += ("" if not lines[-1] else " ") + item + ","
-    return ["  " + line for line in lines]
-
-
-def typescript() -> str:
-    """The text of extension/src/schema.gen.ts."""
-    decls = _declarations()
-    out = ["// Generated from explorer/view/schema.py by `python -m explorer.view.schema`:"
-           " do not edit.", *(f"// {line}".rstrip() for line in
-                              ["", *(__doc__ or "").strip().splitlines()[:2]]), ""]
-    for name, tp in decls.items():
-        if is_typeddict(tp):
-            out += [*_doc(tp.__doc__), *_interface(name, tp, decls), ""]
-        else:
-            others = {k: v for k, v in decls.items() if k != name}
-            out += [*_doc(_alias_doc(name)), f"export type {name} = {typescript_type(tp, others)};", ""]
-    out += ["/** The name of every trait, for listening to all of them. */",
-            "export const TRAIT_NAMES: (keyof Traits)[] = [",
-            *_wrapped([json.dumps(k) for k in fields(Traits)]), "];", ""]
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    TS_FILE.write_text(typescript(), encoding="utf-8")
-    print(f"wrote {TS_FILE}")

@@ -21,6 +21,7 @@ from typing_extensions import is_typeddict
 
 from ..backends import registry
 from ..measure.compare import BASELINES
+from ..passes import names as pass_names
 from .export import STATIC, static_html, to_html
 from .measured import ProfileLog, reproducer_file
 from .payload import (
@@ -38,6 +39,7 @@ from .runs import RunLog
 from .schema import DEFAULTS, ProfileState, RemarkRow, ReproducerFile, RunState, StageView, Traits, fields
 from .source import source_listing
 from .summary import summary_html
+from .whatif import WhatIfs, kept_views, limit_text, specs_of
 
 if TYPE_CHECKING:
     from ..measure.profile import Profile
@@ -102,10 +104,18 @@ class TraceWidget(SyncedTraits):
         kwargs = {**overlay_state(trace), **kwargs}
         source = source_listing(trace.stages[0].graph)
         kwargs.setdefault("show_source", bool(source))
+        self._whatifs, self._whatif_live = WhatIfs(), False
+        kwargs.setdefault("memory_limit", limit_text(trace.memory_limit))
+        kwargs.setdefault("pipeline", specs_of(trace))
+        kwargs.update(pass_names=pass_names(), whatif=self._whatifs.status(trace))
         super().__init__(title=trace.name, stages=stage_summaries(trace), source=source,
                          backends=list(backends), **kwargs)
         self.on_msg(self._on_message)
         self._show(self.index)
+        self._whatif_live = True
+        if (self.memory_limit, list(self.pipeline)) != (limit_text(trace.memory_limit),
+                                                         specs_of(trace)):
+            self.replan()  # asked for in the options
 
     # ------------------------------------------------------------ state
 
@@ -148,12 +158,15 @@ class TraceWidget(SyncedTraits):
 
     def _view(self, index: int, opened: dict[str, bool], search: str,
               firing: int = -1) -> StageView:
-        reveal = reveal_for(self.trace, index, search, firing)
+        trace, views = self.trace, self._views  # a re-plan swaps both, the trace first
+        reveal = reveal_for(trace, index, search, firing)
         key = (index, firing, frozenset(opened.items()), reveal)
-        if key not in self._views:
-            self._views[key] = stage_view(self.trace, index, self.max_nodes, opened, reveal,
-                                          firing)
-        return self._views[key]
+        if key not in views:
+            view = stage_view(trace, index, self.max_nodes, opened, reveal, firing)
+            if trace is not self.trace:  # re-planned meanwhile: a view of the old plan
+                return view
+            views[key] = view
+        return views[key]
 
     def _prefetch(self, index: int) -> None:
         """Build the next stages' views off the main path, one at a time, so that stepping
@@ -213,6 +226,8 @@ class TraceWidget(SyncedTraits):
                      baselines=bool(content.get("baselines", self.run_baselines)))
         elif kind == "profile":
             self.profile(content.get("backend") or None, stage=int(content.get("stage", self.index)))
+        elif kind == "whatif":
+            self.find_limits()
         elif kind == "reproducer":
             kernel = content.get("kernel")
             self.send(dict(self.reproducer(int(content.get("stage", self.index)),
@@ -308,6 +323,78 @@ class TraceWidget(SyncedTraits):
         """Export as trace.to_html does, with this widget's runs and kernels included."""
         return to_html(self.trace, path, max_nodes=self.max_nodes, runs=self.runs,
                        run_rows=list(self.run_rows), measured=self.measured.data())
+
+    # ------------------------------------------------------------ what if
+
+    @t.observe("memory_limit", "pipeline")
+    def _whatif_changed(self, change: dict[str, Any]) -> None:
+        if self._whatif_live:
+            self.replan()
+
+    @t.observe("run_rows")
+    def _runs_changed(self, change: dict[str, Any]) -> None:
+        self.whatif = self._whatifs.status(self.trace, self.run_rows)
+
+    def replan(self) -> bool:
+        """Plan the traced program again under the `memory_limit` and `pipeline` traits
+        (explorer/view/whatif.py) and show the new plan, on the stage of the same name. A
+        change that cannot be planned (an unreadable or infeasible limit, an unknown pass, a
+        pass that fails) is refused whole: the plan shown stays, the two traits go back to
+        it and `whatif["error"]` says why. Returns whether it re-planned."""
+        self.pass_names = pass_names()
+        self.whatif = {**self.whatif, "working": "re-planning…"}
+        try:
+            trace = self._whatifs.replan(self.trace, self.memory_limit, list(self.pipeline))
+        except Exception as e:  # refused: nothing of it is shown
+            self._whatifs.refused = e
+            self._whatif_live = False
+            try:
+                self.memory_limit = limit_text(self.trace.memory_limit)
+                self.pipeline = specs_of(self.trace)
+            finally:
+                self._whatif_live = True
+            self.whatif = self._whatifs.status(self.trace, self.run_rows)
+            return False
+        self._whatifs.refused = None
+        self._swap(trace)
+        return True
+
+    def find_limits(self) -> dict[str, Any]:
+        """Find the limits the split can meet under the pipeline shown (the what-if slider's
+        range; once per pipeline) and return the `whatif` trait."""
+        self.pass_names = pass_names()
+        if self._whatifs.known(self.trace) is None:
+            self.whatif = {**self.whatif, "working": "finding the smallest feasible limit…"}
+            try:
+                self._whatifs.find_limits(self.trace)
+            except Exception as e:
+                self._whatifs.refused = e
+        self.whatif = self._whatifs.status(self.trace, self.run_rows)
+        return dict(self.whatif)
+
+    def _swap(self, trace: TraceLike) -> None:
+        """Show `trace` (a re-plan of the one shown): its stages, on the stage shown if it
+        has one of that name; runs and profiles of the old plan's stages go, baselines stay."""
+        old = self.trace.stages
+        name = old[self.index].name
+        nth = sum(s.name == name for s in old[:self.index])
+        same = [k for k, s in enumerate(trace.stages) if s.name == name]
+        index = same[nth] if nth < len(same) else min(self.index, len(trace.stages) - 1)
+        runs = RunLog(trace, self.runs.repeats)
+        runs.measurements.update({k: m for k, m in self.runs.measurements.items()
+                                  if k.startswith("baseline:")})
+        kept = kept_views(self.trace, trace, self._views)
+        self.trace, self._views, self.runs = trace, kept, runs  # the trace first (see _view)
+        self.measured = ProfileLog(trace, self.measured.repeats)
+        with self.hold_sync():
+            self.stages = stage_summaries(trace)
+            for key, value in self.measured.data().items():
+                setattr(self, key, value)
+            self.run_rows = [r for r in self.run_rows if r["kind"] == "baseline"]
+            self.index = index
+            self.firing = -1
+            self._show(self.index)
+            self.whatif = self._whatifs.status(trace, self.run_rows)
 
     # ------------------------------------------------------------ static fallback
 

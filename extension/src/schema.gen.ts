@@ -1,4 +1,4 @@
-// Generated from explorer/view/schema.py by `python -m explorer.view.schema`: do not edit.
+// Generated from explorer/view/schema.py by `python -m explorer.view.schema_typescript`: do not edit.
 //
 // The widget's payload schema, declared once: every trait Python sends the front end, every
 // message the front end sends back, and the data an exported page inlines.
@@ -306,6 +306,27 @@ export interface ProfileState {
   error: string;
 }
 
+/**
+ * The what-if outcome (read-only; view/whatif.py): the plan shown (`limit`: null for
+ * none; its final stage's `planned_peak`; split loops' iterations by node id), the limits
+ * the split can meet (`smallest_limit`, needed by `needed_by`, to `unsplit_limit`; null
+ * until found), why a change was refused (`error`), what Python is doing (`working`), and
+ * the plan's latest run (`measured`: stage and backend; null before one).
+ */
+export interface WhatIf {
+  limit: number | null;
+  planned_peak: number;
+  chunks: Record<string, number>;
+  smallest_limit: number | null;
+  unsplit_limit: number | null;
+  needed_by: string;
+  error: string;
+  working: string;
+  measured: string;
+  measured_peak: number | null;
+  seconds: number | null;
+}
+
 /** The tabs below the graphs. */
 export type Tab = "diff" | "rewrites" | "why" | "cost" | "kernels" | "run" | "roofline" | "memory";
 
@@ -359,13 +380,17 @@ export interface WidgetState {
   profile_backend: string;
   profile_state: ProfileState;
   interactive: boolean;
+  memory_limit: string;
+  pipeline: string[];
+  pass_names: string[];
+  whatif: WhatIf;
 }
 
 /** Every trait the widget syncs: the state and the current stage's view. */
 export interface Traits extends WidgetState, StageView {}
 
 /** The traits the front end writes back: the user's choices. Python owns all the others. */
-export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend" | "heat_scale" | "colour_by" | "selected_node" | "show_missed";
+export type Choice = "index" | "firing" | "hide_unchanged" | "search" | "selected_rewrite" | "tab" | "sync_panes" | "opened" | "selected_line" | "show_source" | "run_backends" | "run_baselines" | "show_heat" | "profile_backend" | "heat_scale" | "colour_by" | "selected_node" | "show_missed" | "memory_limit" | "pipeline";
 
 /** The front end asks for runs; a key left out means the widget's current choice. */
 export interface RunMessage {
@@ -384,6 +409,11 @@ export interface ProfileMessage {
   type: "profile";
   backend?: string;
   stage?: number;
+}
+
+/** The front end's what-if panel opened: find the limits the split can meet. */
+export interface WhatIfMessage {
+  type: "whatif";
 }
 
 /**
@@ -429,7 +459,8 @@ export const TRAIT_NAMES: (keyof Traits)[] = [
   "search", "tab", "selected_rewrite", "sync_panes", "opened", "backends", "run_backends",
   "run_baselines", "run_rows", "run_state", "kernels", "profiles", "rooflines", "timelines",
   "show_heat", "heat_scale", "colour_by", "errors", "selected_node", "show_missed", "profile_backend",
-  "profile_state", "interactive", "stage", "shown_firing", "before_svg", "after_svg", "before_words",
-  "after_words", "before_lines", "after_lines", "before_groups", "after_groups", "diff_counts",
-  "note", "ir_diff", "rewrites", "remarks", "cost",
+  "profile_state", "interactive", "memory_limit", "pipeline", "pass_names", "whatif", "stage",
+  "shown_firing", "before_svg", "after_svg", "before_words", "after_words", "before_lines",
+  "after_lines", "before_groups", "after_groups", "diff_counts", "note", "ir_diff", "rewrites",
+  "remarks", "cost",
 ];

@@ -1,5 +1,5 @@
 // The part of anywidget's model the widget uses. The payload's types (the traits, the run
-// message, an exported page's data) are generated from explorer/view/schema.py: schema.gen.ts.
+// message, an exported page's data) are generated from explorer/view/schema.py (by explorer/view/schema_typescript.py): schema.gen.ts.
 
 export type Callback = (...args: unknown[]) => void;
 

@@ -16,6 +16,7 @@ import { stepFiring, stepIndex } from "./stepping";
 import { type Choice, type ProfileData, type ProfileMessage, type ReproducerFile, type ReproducerMessage, type RunMessage, type Tab, TRAIT_NAMES, type Traits } from "./schema.gen";
 import type { Model } from "./types";
 import { costPanel, diffTable, kernelsPanel, rewritesList, runPanel, type SavedFile } from "./views";
+import { whatIfPanel } from "./whatif";
 
 export const TABS: [Tab, string][] = [
   ["diff", "IR diff"],
@@ -270,6 +271,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
   const tabbar = h("div", { class: "gx-tabbar", attrs: { role: "tablist" } });
   const tabbody = h("div", { class: "gx-tabbody" });
   const tip = h("div", { class: "gx-tip", attrs: { role: "tooltip" } });
+  const whatif = whatIfPanel(model); // the memory limit and pipeline controls (whatif.ts)
 
   const root = h(
     "div",
@@ -291,6 +293,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
       liveOnly,
     ),
     chips,
+    whatif.el,
     heading,
     legend,
     board,
@@ -606,6 +609,7 @@ export function renderWidget(model: Model, el: HTMLElement): () => void {
     dirty = new Set();
     const any = (...keys: (keyof Traits)[]) => keys.some((k) => d.has(k));
     if (any("interactive")) liveOnly.style.display = get("interactive") === false ? "" : "none";
+    if (any("memory_limit", "pipeline", "pass_names", "whatif", "interactive")) whatif.update();
     if (any("title")) title.textContent = `gambit-explorer · ${get("title") ?? ""}`;
     if (any("hide_unchanged")) hide.checked = !!get("hide_unchanged");
     if (any("sync_panes")) sync.checked = get("sync_panes") !== false;

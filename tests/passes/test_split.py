@@ -351,3 +351,23 @@ def test_the_reserve_for_the_interpreters_objects() -> None:
     assert budget_of(9000) == 6000
     assert budget_of(64 * 1024) == 48 * 1024
     assert budget_of(1 << 30) == (1 << 30) - 32 * 1024
+
+
+def test_smallest_limit_is_feasible_and_what_an_infeasible_limit_names() -> None:
+    from explorer.examples import mlp_attention_grad
+    from explorer.passes.split import smallest_limit
+
+    fn, args = mlp_attention_grad(1)
+    traced = gx.explore(fn, *args)
+    g = traced.stage("dot-order").graph
+    limits = smallest_limit(g)
+    assert limits.smallest < limits.unsplit and limits.node.source is not None
+    at = gx.explore(fn, *args, memory_limit=limits.smallest)
+    assert at.final.cost.peak_bytes <= limits.smallest
+    # from the unsplit limit on, nothing is split: neither the program nor its fused form
+    top = gx.explore(fn, *args, memory_limit=limits.unsplit)
+    assert not top.stage("split").report.changed
+    below = limits.smallest * 31 // 32
+    with pytest.raises(InfeasibleMemoryLimit) as e:
+        gx.explore(fn, *args, memory_limit=below)
+    assert (e.value.limit, e.value.needed, e.value.node) == (below, limits.smallest, limits.node)

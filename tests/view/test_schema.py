@@ -6,14 +6,14 @@ from typing import get_args
 import anywidget
 import pytest
 
-from explorer.view import schema
+from explorer.view import schema, schema_typescript
 from explorer.view.export import export_data
 from explorer.view.schema import ExportData, RunMessage, RunRow, RunState, StageView, Traits, fields, problems
 
 
 def test_the_committed_typescript_is_what_the_schema_generates():
-    assert schema.TS_FILE.read_text(encoding="utf-8") == schema.typescript(), (
-        "extension/src/schema.gen.ts is stale: run `python -m explorer.view.schema`, then "
+    assert schema_typescript.TS_FILE.read_text(encoding="utf-8") == schema_typescript.typescript(), (
+        "extension/src/schema.gen.ts is stale: run `python -m explorer.view.schema_typescript`, then "
         "`npm run build` in extension/, and commit both")
 
 
