@@ -102,7 +102,7 @@ def _joins(g: Graph, group: _Group, m: Node, p: Node, taken: set[int], pinned: s
     if p.id in group.members or p.id in group.copies or _scalar_constant(p):
         return None
     if p.id in taken:
-        group.refuse(p.id, Refusal("producer-in-other-kernel", m.id, _LATE))
+        group.refuse(p.id, Refusal("producer-in-other-kernel", m.id, _later))
         return None
     if p.id not in g.outputs and p.id not in pinned \
             and all(u in group.members for u in g.users[p.id]):
@@ -119,11 +119,11 @@ def _joins(g: Graph, group: _Group, m: Node, p: Node, taken: set[int], pinned: s
             f"which reads it from memory: it stays a value of its own")))
     else:
         rule = "dot-has-other-readers" if p.op == "dot_general" else "producer-has-other-users"
-        group.refuse(p.id, Refusal(rule, m.id, _LATE))
+        group.refuse(p.id, Refusal(rule, m.id, _later))
     return None
 
 
-def _LATE() -> str:  # words formed once every group is known (_explain)
+def _later() -> str:  # words formed once every group is known (_why_out)
     return ""
 
 
@@ -406,31 +406,39 @@ def _explain(g: Graph, made: list[tuple[_Group, Node | None]]) -> None:
                 p = g[x]
                 if x in inside or x in said or _scalar_constant(p) or p.op == "parameter":
                     continue
-                why = group.left.get(x)
-                if why is None and head is not None and n.id == head.id:
-                    why = Refusal("dot-operand", n.id, lambda p=p: (
-                        f"{value(g, p.id)} is an operand of dot %{head.id}, the kernel's head: "
-                        f"the matrix product (a BLAS call) reads it whole"))
-                elif why is None and n.id in group.copies:
-                    why = Refusal("copied-broadcast-input", n.id, lambda p=p, n=n: (
-                        f"{value(g, p.id)} is the input of broadcast %{n.id} ({n.type}), "
-                        f"copied into this kernel as other values read it too: the kernel "
-                        f"reads the small input, not the broadcast"))
-                if why is None:
+                found = _why_out(g, group, head, n, p, kernel_of)
+                if found is None:
                     continue
                 said.add(x)  # once per edge
-                words = why.words
-                if why.rule in ("producer-has-other-users", "dot-has-other-readers"):
-                    words = users_refusal(g, p, g[why.member], kernel_of.get, group.members)
-                elif why.rule == "producer-in-other-kernel":
-                    owner = kernel_of.get(x)
-                    words = (lambda p=p, owner=owner: (
-                        f"{value(g, p.id)} belongs to "
-                        f"{f'kernel %{owner}' if owner is not None else 'another group'} "
-                        f"already"))
-                read = f" (read by %{why.member})" if why.member != root else ""
-                missed("fuse", why.rule, f"left out of kernel %{root}{read}: {words()}",
-                       (x, root), g)
+                rule, member, words = found
+                read = f" (read by %{member})" if member != root else ""
+                missed("fuse", rule, f"left out of kernel %{root}{read}: {words}", (x, root), g)
+
+
+def _why_out(g: Graph, group: _Group, head: Node | None, n: Node, p: Node,
+             kernel_of: dict[int, int]) -> tuple[str, int, str] | None:
+    """(rule, member, words) for producer `p` of member `n` left out of `group`."""
+    why = group.left.get(p.id)
+    if why is not None:
+        if why.rule in ("producer-has-other-users", "dot-has-other-readers"):
+            words = users_refusal(g, p, kernel_of.get, group.members)
+        elif why.rule == "producer-in-other-kernel":
+            owner = kernel_of.get(p.id)
+            words = (f"{value(g, p.id)} belongs to "
+                     f"{f'kernel %{owner}' if owner is not None else 'another group'} already")
+        else:
+            words = why.words()
+        return why.rule, why.member, words
+    if head is not None and n.id == head.id:
+        return "dot-operand", n.id, (
+            f"{value(g, p.id)} is an operand of dot %{head.id}, the kernel's head: the matrix "
+            f"product (a BLAS call) reads it whole")
+    if n.id in group.copies:
+        return "copied-broadcast-input", n.id, (
+            f"{value(g, p.id)} is the input of broadcast %{n.id} ({n.type}), copied into this "
+            f"kernel as other values read it too: the kernel reads the small input, not the "
+            f"broadcast")
+    return None
 
 
 @register

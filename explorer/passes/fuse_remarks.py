@@ -76,22 +76,18 @@ def op_refusal(g: Graph, p: Node, m: Node) -> Refusal:
         f"computes it, so %{m.id} reads its result from memory"))
 
 
-def users_refusal(g: Graph, p: Node, m: Node, owner: Callable[[int], int | None],
-                  inside: set[int]) -> Words:
+def users_refusal(g: Graph, p: Node, owner: Callable[[int], int | None], inside: set[int],
+                  ) -> str:
     """The words for a producer whose value is read outside the group too; `owner(u)` is the
     kernel (root id) that user `u` ended in, or None."""
-    def words() -> str:
-        users = list(dict.fromkeys(g.users[p.id]))
-        out = [u for u in users if u not in inside]
-        where = []
-        for u in out:
-            k = owner(u)
-            where.append(f"%{u} (kernel %{k})" if k is not None else f"%{u} ({g[u].op}, in no kernel)")
-        kernels = {owner(u) for u in out} - {None}
-        return (f"{value(g, p.id)} has {len(users)} users, {len(out)} outside this kernel"
-                f"{f' in {len(kernels)} other kernel' + ('s' if len(kernels) != 1 else '') if kernels else ''}: "
-                f"{', '.join(where)}; fusing it would compute it twice or store it anyway")
-    return words
+    users = list(dict.fromkeys(g.users[p.id]))
+    out = [u for u in users if u not in inside]
+    where = [f"%{u} (kernel %{k})" if (k := owner(u)) is not None else
+             f"%{u} ({g[u].op}, in no kernel)" for u in out]
+    kernels = len({owner(u) for u in out} - {None})
+    among = f" in {kernels} other kernel{'s' if kernels != 1 else ''}" if kernels else ""
+    return (f"{value(g, p.id)} has {len(users)} users, {len(out)} outside this kernel{among}: "
+            f"{', '.join(where)}; fusing it would compute it twice or store it anyway")
 
 
 def head_refusal(g: Graph, d: Node, m: Node, *, heads: bool, reduce: Node | None,

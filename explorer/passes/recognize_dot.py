@@ -27,8 +27,7 @@ from ..ir.graph import Node
 from ..ir.rewrite import RewriteContext, Rule, pat, var
 from . import register
 from .base import RulePass
-from .broadcasts import (broadcast_view, live_users, not_a_product, place, result_order,
-                         split_axes, squeeze_to)
+from .broadcasts import broadcast_view, live_users, not_a_product, place, result_order, split_axes, squeeze_to
 
 
 def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
