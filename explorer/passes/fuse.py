@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import CONTROL_FLOW, OPS
-from ..ir.remarks import collecting, enabled, missed, settled
+from ..ir.remarks import analysis, collecting, enabled, missed, settled
 from ..ir.rewrite import Rewrite
-from ..ir.traits import FusionRole
+from ..ir.traits import FusionRole, OpKind
 from . import register
 from .base import PassReport
 from .bodies import descend
@@ -366,6 +366,9 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
                     else "fuse-dot-epilogue" if head is not None else "fuse-elementwise")
             log.append(Rewrite(rule, tuple(sorted(group.members)), (n.id,),
                                str(n.source) if n.source else None))
+        elif enabled() and n.op != "broadcast_in_dim" and isinstance(n.type, TensorType) \
+                and n.type.size > 1 and any(OPS[g[i].op].kind != OpKind.SOURCE for i in group.left):
+            _alone(g, group)  # (a lone broadcast is a view, and one of parameters had no choice)
     kept = [kernels.get(n.id, nodes[n.id]) for n in g.nodes if n.id not in fused_away]
     # Scalar constants and broadcasts that fused kernels read were copied into them: drop the
     # originals that nothing reads now.
@@ -376,6 +379,19 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
     if enabled():
         _explain(g, made)
     return Graph(kept, g.params, g.outputs, g.name), log
+
+
+def _alone(g: Graph, group: _Group) -> None:
+    """An analysis remark on an op left alone below the size at which it is a kernel."""
+    n = group.root
+    size = max(t.size for t in [n.type] + [g[i].type for i in n.inputs]  # type: ignore[union-attr]
+               if isinstance(t, TensorType))
+    out = ", ".join(f"%{i} ({why.rule})" for i, why in group.left.items()
+                    if OPS[g[i].op].kind != OpKind.SOURCE)
+    analysis("fuse", "lone-op-too-small", (
+        f"{value(g, n.id)} stays a single op, not a kernel: its producers stayed out ({out}), "
+        f"and at {size:,} elements it is under the {LONE_MIN:,} at which a lone op becomes a "
+        f"kernel (a small one runs as its NumPy form)"), (n.id,), g)
 
 
 def _word_dots(g: Graph, group: _Group, head: Node | None, taken: set[int], heads: bool

@@ -48,10 +48,10 @@ class Refusal:
 
 
 def value(g: Graph, i: int) -> str:
-    """'%12 (f32[512,512], 1.0 MiB)'."""
+    """'%12 (mul, f32[512,512], 1.0 MiB)'."""
     t = g[i].type
     if isinstance(t, TensorType):
-        return f"%{i} ({t}, {format_bytes(t.nbytes)})"
+        return f"%{i} ({g[i].op}, {t}, {format_bytes(t.nbytes)})"
     return f"%{i} ({g[i].op})"
 
 
