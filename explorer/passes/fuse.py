@@ -415,9 +415,7 @@ def _explain(g: Graph, made: list[tuple[_Group, Node | None]]) -> None:
         inside = group.members | group.copies
         root = group.root.id
         said: set[int] = set()
-        for n in g.nodes:
-            if n.id not in inside:
-                continue
+        for n in (g[i] for i in sorted(inside)):
             for x in n.inputs:
                 p = g[x]
                 if x in inside or x in said or _scalar_constant(p) or p.op == "parameter":

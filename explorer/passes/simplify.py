@@ -43,6 +43,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Node
 from ..ir.ops import MONOID_REDUCTIONS, OPS, dot_dims
+from ..ir.remarks import enabled
 from ..ir.rewrite import RewriteContext, Rule, pat, splat, var
 from ..ir.traits import OpKind
 from .base import RulePass
@@ -232,7 +233,14 @@ def rules(fold_limit: int = 64) -> list[Rule]:
         Rule("transpose-of-dot", pat("transpose", pat("dot_general", name="dot"), name="root"),
              _dot_transposed),
         Rule("fold-constant", var("root"), _fold(fold_limit)),
-        # identities that are not exact: never applied, each says why (module doc)
+    ]
+
+
+def refusals() -> list[Rule]:
+    """The identities that are not exact: rules that never fire, each says why (module doc).
+    The pass runs them only while remarks are made (explorer/ir/remarks.py `enabled`)."""
+    x, c = var("x"), var("c")
+    return [
         Rule("mul-by-zero", pat("mul", x, c, name="root", commute=True), _refused(
             "x * 0 -> 0", _zero, "NaN * 0 and inf * 0 are NaN, and -1 * 0 is -0.0")),
         Rule("add-positive-zero", pat(("add", "add_any"), x, c, name="root", commute=True),
@@ -258,4 +266,4 @@ class Simplify(RulePass):
     fold_limit: int = 64  # fold constants of at most this many elements
 
     def rule_list(self) -> Sequence[Rule]:
-        return rules(self.fold_limit)
+        return rules(self.fold_limit) + (refusals() if enabled() else [])
