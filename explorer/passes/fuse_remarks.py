@@ -7,6 +7,7 @@ kernels, or between a lone op and a kernel) gets one `missed` remark naming the 
 the kernel (explorer/ir/remarks.py), with the figures that decided it. Rules:
 
     producer-has-other-users   the producer's value is read outside this kernel too
+    dot-has-other-readers      the same for a dot (it heads a kernel only when read by it alone)
     producer-is-output         the producer is an output of the graph (no multi-output kernels)
     producer-in-other-kernel   another kernel took the producer first
     read-by-copied-broadcast   the producer feeds a broadcast copied into another kernel
@@ -19,10 +20,14 @@ the kernel (explorer/ir/remarks.py), with the figures that decided it. Rules:
     dot-operand                an operand of the kernel's head dot: the BLAS call reads it
     dot-not-head               a dot the kernel could not take as its head (and why)
     dot-in-body                inside a loop or branch body dots stay outside kernels
-    opaque-producer            an opaque op runs through JAX: no kernel holds it
-    region-boundary            a control-flow region or split loop: fused inside, not into
+    opaque-producer            an opaque op (or a result of one) runs through JAX: no kernel
+    region-boundary            a result of a control-flow region or split loop: fused inside,
+                               not into the kernels around it
     not-elementwise            an op that is neither elementwise nor a reduction
     constant-array             a constant tensor is read, only scalar constants are copied in
+
+and, as an `analysis` remark on the op itself, `lone-op-too-small`: an op no producer joined,
+left to its NumPy form under the size at which a lone op becomes a kernel (fuse.LONE_MIN).
 """
 
 from __future__ import annotations
@@ -59,6 +64,14 @@ def op_refusal(g: Graph, p: Node, m: Node) -> Refusal:
     """Why `p`, neither elementwise nor a reduction, stays out of the kernel reading it."""
     if p.op == "dot_general":  # worded once the group's head is chosen (head_refusal)
         return Refusal("dot-not-head", m.id, lambda: "")
+    if p.op == "get_tuple_element":  # one result of a region or an opaque op: say which
+        src = g[p.inputs[0]]
+        if src.op == "opaque" or src.op in CONTROL_FLOW or src.op in ("loop", "kernel"):
+            rule, what = (("opaque-producer", "an opaque op (run through JAX)")
+                          if src.op == "opaque" else ("region-boundary", f"a {src.op} region"))
+            return Refusal(rule, m.id, lambda: (
+                f"{value(g, p.id)} is result {p.attrs['index']} of %{src.id}, {what}: no "
+                f"kernel outside it computes it, so %{m.id} reads it from memory"))
     if p.op == "opaque":
         return Refusal("opaque-producer", m.id, lambda: (
             f"{value(g, p.id)} is opaque ({p.attrs.get('opcode', '?')}, run through JAX): "

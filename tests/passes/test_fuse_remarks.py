@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import cache
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -149,3 +150,19 @@ def test_remarks_off_makes_none_and_the_same_graph() -> None:
     assert on == off
     assert with_remarks.remarks and all(r.pass_ == "fuse" for r in with_remarks.remarks)
     assert without.remarks == ()
+
+
+def test_a_loop_result_is_a_region_boundary() -> None:
+    def f(x):  # type: ignore[no-untyped-def]
+        y = jax.lax.fori_loop(0, 3, lambda i, v: v * 1.5 + 1.0, x)
+        return jnp.exp(y) * 2.0
+
+    g, remarks = _fuse(f, X)
+    (loop,) = [n for n in g.nodes if n.op in CONTROL_FLOW]
+    (r,) = [r for r in remarks if not r.region]
+    assert g[r.nodes[0]].op == "get_tuple_element" and g[r.nodes[0]].inputs == (loop.id,)
+    assert r.rule == "region-boundary" and g[r.nodes[1]].op == "kernel"
+    assert f"of %{loop.id}, a {loop.op} region" in r.reason
+    assert r.source is not None and r.source.endswith(f":{f.__code__.co_firstlineno + 1}")
+    # inside the body, the elementwise chain is one kernel and reads only the body's inputs
+    assert unexplained(g, remarks) == []
