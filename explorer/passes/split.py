@@ -22,7 +22,7 @@ live: "barrier-op" (its op does not split: a scan, a sort along the axis, an opa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ..analysis.cost import graph_cost
@@ -30,7 +30,7 @@ from ..analysis.memory import DEFAULT_BACKEND, MemoryPlan, plan
 from ..analysis.split_plan import Region, grow
 from ..ir.graph import Graph, Node, TensorType
 from ..ir.ops import OPS
-from ..ir.remarks import disabled, enabled, missed
+from ..ir.remarks import collecting, disabled, enabled, missed, settled
 from ..ir.rewrite import Rewrite
 from ..ir.traits import Split as SplitTrait
 from ..units import format_bytes, parse_bytes
@@ -98,7 +98,10 @@ class Split:
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
         if self.memory_limit is None:
             return graph, PassReport(False, notes=("no memory_limit: nothing to split",))
-        return split_for_limit(graph, self.memory_limit, self.backend or DEFAULT_BACKEND)
+        with collecting() as said:  # the remarks of the plan that is kept (_split)
+            out, report = split_for_limit(graph, self.memory_limit,
+                                          self.backend or DEFAULT_BACKEND)
+        return out, replace(report, remarks=settled(said, self.name))
 
 
 register(Split)

@@ -385,3 +385,10 @@ def test_no_remark_when_everything_splits_or_fits() -> None:
     assert tr.stage("split").report.rewrites and tr.stage("split").report.remarks == ()
     roomy = gx.explore(_rows_and_a_cumsum, *_RC_ARGS, memory_limit="64MiB", pipeline="split")
     assert roomy.stage("split").report.remarks == ()
+
+
+def test_the_pass_called_by_hand_reports_its_remarks() -> None:
+    g = trace(_rows_and_a_cumsum, *_RC_ARGS).graph
+    _, report = Split(memory_limit=3 * 2**20)(g)
+    assert [r.rule for r in report.remarks] == ["no-splittable-axis"]
+    assert report.remarks[0].pass_ == "split"
