@@ -192,13 +192,25 @@ class Region:
         return list(seen)
 
 
-def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
+def grow(g: Graph, seed: int, axis: int, pull: bool = True, why: list[str] | None = None,
+         ) -> Region | None:
     """The region around `seed` split along its result axis `axis`, or None if it is not
-    consistent or not convex (a value leaving it would have to come back in)."""
+    consistent or not convex (a value leaving it would have to come back in); then `why`,
+    when given, gets the reason in words (for the split pass's remarks)."""
+    def no(reason: str) -> None:
+        if why is not None:
+            why.append(f"axis {axis}: {reason}")
+
     size = _shape(g, seed)[axis]
     first = step_from_result(g, g[seed], axis, size)
-    if first is None or size < 2 or _source(g[seed]):
-        return None
+    if size < 2:
+        return no(f"size {size}")
+    if _source(g[seed]):
+        return no(f"%{seed} is a {g[seed].op}, read, not computed")
+    if first is None:
+        op = g[seed].op
+        return no(f"{op} is a barrier (it does not split)" if OPS[op].split == Split.NONE
+                  else f"{op} does not compute its result in chunks along this axis")
     steps: dict[int, Step] = {seed: first}
     work = [seed]
     while work:
@@ -207,7 +219,8 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
         for i, ax in zip(n.inputs, st.operands):  # producers
             if i in steps:
                 if steps[i].axis != ax or ax is None:
-                    return None
+                    return no(f"%{n.id} reads %{i} {'whole' if ax is None else f'along axis {ax}'}"
+                              f", but the region splits %{i} along axis {steps[i].axis}")
                 continue
             # a broadcast is a view: pulled in always, so the loop reads its (smaller) source
             if ax is None or _source(g[i]) or not (pull or n.op == "get_tuple_element"
@@ -245,7 +258,12 @@ def grow(g: Graph, seed: int, axis: int, pull: bool = True) -> Region | None:
             steps[u] = fwd
             work.append(u)
     region = Region(size, steps)
-    return region if _consistent(g, region) and _convex(g, region) else None
+    if not _consistent(g, region):
+        return no("a value is read whole by one node of the region and in chunks by another")
+    if not _convex(g, region):
+        return no("a value leaving the region would have to come back into it (or a tuple "
+                  "would cross its boundary)")
+    return region
 
 
 def _consistent(g: Graph, r: Region) -> bool:

@@ -21,10 +21,15 @@ How a pass makes them (built-in and user passes alike):
 pass, and a `RulePass` around its rules), and return the remark. A rule's replacement function
 says why it declined with `ctx.miss(reason)` (explorer/ir/rewrite.py). Outside any collection
 (a pass called by hand) they only return the remark. The same (rule, nodes, reason) is kept once.
+
+Remarks can be switched off (`GAMBIT_REMARKS=0` in the environment, or `with disabled():`):
+`missed`/`analysis` then record nothing, and a pass that has work to do only to explain
+itself skips it where `enabled()` is false (bench/remarks.py measures what remarks cost).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -65,6 +70,23 @@ class Remark:
 
 _COLLECTING: ContextVar[list[Remark] | None] = ContextVar("gambit_remarks", default=None)
 _REGION: ContextVar[str] = ContextVar("gambit_remark_region", default="")
+_ENABLED: ContextVar[bool] = ContextVar(
+    "gambit_remarks_enabled", default=os.environ.get("GAMBIT_REMARKS", "1") != "0")
+
+
+def enabled() -> bool:
+    """Whether remarks are being made (off under `disabled()` or with GAMBIT_REMARKS=0)."""
+    return _ENABLED.get()
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Make no remarks inside the block (to measure what they cost, or to run a pass quietly)."""
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
 
 
 @contextmanager
@@ -108,6 +130,8 @@ def remark(kind: str, pass_: str, rule: str, reason: str, nodes: Iterable[int] =
     """Make a remark (the user's line from `graph`'s nodes unless `source` is given) and add
     it to the remarks being collected."""
     ids = tuple(int(i) for i in nodes)
+    if not _ENABLED.get():
+        return Remark(kind, rule, reason, ids, source, pass_, "")
     r = Remark(kind, rule, reason, ids, source if source is not None else _source(graph, ids),
                pass_, _REGION.get())
     sink = _COLLECTING.get()
@@ -141,5 +165,5 @@ def settled(remarks: Iterable[Remark], pass_: str = "") -> tuple[Remark, ...]:
     return tuple(out)
 
 
-__all__ = ["KINDS", "Remark", "analysis", "collecting", "in_region", "missed", "remark",
-           "settled"]
+__all__ = ["KINDS", "Remark", "analysis", "collecting", "disabled", "enabled", "in_region",
+           "missed", "remark", "settled"]

@@ -74,8 +74,10 @@ class RulePass:
 def current(remarks: Sequence[Remark], log: Sequence[Rewrite], pass_: str = "",
             ) -> tuple[Remark, ...]:
     """The remarks of a rule run that still hold at its end: a rule that declined a node and
-    later fired on it (after other rewrites changed its inputs) leaves no remark there."""
-    rewritten = {(r.region, i) for r in log for i in r.before}
+    later fired on it (after other rewrites changed its inputs) leaves no remark there, nor
+    does a rule that declined a node the run itself made (the pass's own output, not the
+    user's program: a re-associated chain is then the cheapest)."""
+    rewritten = {(r.region, i) for r in log for i in (*r.before, *r.after)}
     return settled((m for m in remarks
                     if not any((m.region, i) in rewritten for i in m.nodes)), pass_)
 

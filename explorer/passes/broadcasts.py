@@ -119,6 +119,20 @@ def split_axes(xm: AxisMap, ym: AxisMap, shape: tuple[int, ...], summed: set[int
     return contract, batch, xfree, yfree
 
 
+def not_a_product(xm: AxisMap, ym: AxisMap, shape: tuple[int, ...], summed: set[int]) -> str:
+    """Why `split_axes` found no roles, in words (for a remark)."""
+    for k in range(len(shape)):
+        kind = (xm[k] is not None, ym[k] is not None)
+        if kind in ((True, False), (False, True)) and k in summed:
+            side = "first" if kind[0] else "second"
+            return (f"axis {k} (size {shape[k]}) is summed but indexes the {side} operand "
+                    f"only: a sum over one operand's own axis is not a product")
+        if kind == (False, False) and shape[k] != 1:
+            return (f"axis {k} (size {shape[k]}) indexes neither operand: the product is "
+                    f"broadcast along it")
+    return "the operands' axes do not pair up"
+
+
 def result_order(xm: AxisMap, ym: AxisMap, roles: Roles, shape: tuple[int, ...], summed: set[int],
               ) -> tuple[list[int], bool]:
     """Where each axis of dot_general(x, y)'s result goes in the sum's result, and whether

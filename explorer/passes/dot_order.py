@@ -8,7 +8,8 @@ the bytes of the intermediates. Transposes are flipped through rather than kept:
 `(A @ B).T = B.T @ A.T`, and a transposed leaf is read through the dot's contracting
 dimension, so the new chain has no transpose nodes. Vectors are matrices with a unit
 dimension that is never materialised. Batched chains must share the same leading batch
-dimensions. The pass fires only on a strict improvement, so it settles.
+dimensions. The pass fires only on a strict improvement, so it settles; a chain of three or more
+left as written gets an `analysis` remark with both costs (explorer/ir/remarks.py).
 
 A scalar factor is a link of the chain too: `dot(s * x, W)` multiplies every element of x by
 s, where `s * dot(x, W)` multiplies only the result's (and `dot(x / s, W)` likewise for a
@@ -180,7 +181,14 @@ def _reorder(ctx: RewriteContext, root: Node) -> int | None:
         return None  # not a chain after all (cannot happen for well-typed dots)
     batch, item = math.prod(root.shape[:nb]), dtypes.itemsize(root.dtype)
     cost, order = _best(dim, leaves, batch, item)
-    if cost >= _tree_cost(tree, dim, 0, batch, item):
+    written = _tree_cost(tree, dim, 0, batch, item)
+    if cost >= written:
+        chain = " @ ".join(f"{dim[i]}x{dim[i + 1]}" for i in range(len(leaves)))
+        ctx.miss(f"chain of {len(leaves)} matrices ({chain}"
+                 f"{f', {batch:,} batches' if nb else ''}) left as written: already the "
+                 f"cheapest order, {written[0]:,} FLOPs and {written[1]:,} bytes of "
+                 f"intermediates; the best order costs {cost[0]:,} FLOPs and {cost[1]:,} bytes",
+                 kind="analysis")
         return None
     return _emit(ctx, order, nb).node
 

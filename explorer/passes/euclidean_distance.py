@@ -42,6 +42,12 @@ the form stays in the input's type. With 2 float32 features (1 for float16) the 
 result is no smaller than the N x M x K difference: the rewrite saves nothing and declines.
 The jax backend runs such graphs under x64 (backends/jax.py).
 
+Where it declines a squared difference whose operands are both read through broadcasts (a
+pairwise distance in form), a `missed` remark says why (explorer/ir/remarks.py): not a float
+type, the difference or its square read elsewhere, a summed point axis or no point axis on one
+side, or a wide result no smaller than the difference. It does not decline under consumers
+sensitive at zero (see below), so there is no remark for those.
+
 Why a biased constant rather than snapping small results to 0 (`select(total < bound, 0,
 total)`) or declining to fire under consumers sensitive at zero: the constant replaces the
 -2 that is there anyway, so the rewrite costs no extra op and no extra N x M temporary (a snap
@@ -72,7 +78,7 @@ from ..ir.graph import Node
 from ..ir.rewrite import RewriteContext, Rule, pat, var
 from . import register
 from .base import RulePass
-from .broadcasts import broadcast_view, live_users, place, result_order, split_axes, squeeze_to
+from .broadcasts import broadcast_view, live_users, not_a_product, place, result_order, split_axes, squeeze_to
 
 RULE_NAME = "expand-squared-distance"
 
@@ -94,18 +100,29 @@ def _norm(ctx: RewriteContext, base: int, amap: tuple[int | None, ...], contract
 
 def _expand(ctx: RewriteContext, root: Node, sq: Node, diff: Node, x: Node, y: Node,
             ) -> int | None:
-    if not dtypes.is_float(root.dtype) or ctx.is_output(sq) or ctx.is_output(diff):
-        return None
-    if live_users(ctx, sq) != (root.id,) or set(live_users(ctx, diff)) != {sq.id}:
-        return None  # the difference or its square is needed elsewhere: nothing saved
     shape, summed = diff.shape, set(root.attrs["axes"])
     (ab, am), (bb, bm) = (broadcast_view(ctx, v.id, shape) for v in (x, y))
+
+    def miss(why: str) -> None:  # only a difference of two broadcasts is a distance in form
+        if ab != x.id and bb != y.id:
+            ctx.miss(f"squared distance over %{diff.id} ({diff.type}) left as written: {why}",
+                     [root, diff])
+
+    if not dtypes.is_float(root.dtype):
+        return miss(f"{root.dtype} is not a float type (the form's bias and clamp are for "
+                    f"floats)")
+    if ctx.is_output(sq) or ctx.is_output(diff) or live_users(ctx, sq) != (root.id,) \
+            or set(live_users(ctx, diff)) != {sq.id}:
+        return miss("the difference or its square is read elsewhere too (or is an output), "
+                    "so the N x M x K temporary is made anyway: nothing saved")
     roles = split_axes(am, bm, shape, summed)
     if roles is None:
-        return None
+        return miss(not_a_product(am, bm, shape, summed))
     contract, batch, apoints, bpoints = roles
-    if not (contract and apoints and bpoints):
-        return None  # needs a feature axis, and points on both sides
+    if not (contract and apoints and bpoints):  # a feature axis, and points on both sides
+        return miss("no summed feature axis indexes both operands" if not contract else
+                    f"the {'first' if not apoints else 'second'} operand has no point axis of "
+                    f"its own")
     (ab, am), (bb, bm) = squeeze_to(ctx, ab, am), squeeze_to(ctx, bb, bm)
     kept = [k for k in range(len(shape)) if k not in summed]
     out = root.shape
@@ -113,7 +130,12 @@ def _expand(ctx: RewriteContext, root: Node, sq: Node, diff: Node, x: Node, y: N
     wide = WIDER.get(root.dtype) if features <= WIDE_MAX_FEATURES else None
     dtype = wide or root.dtype
     if wide and features * dtypes.itemsize(root.dtype) <= dtypes.itemsize(wide):
-        return None  # the wide N x M result is no smaller than the N x M x K difference
+        # the wide N x M result is no smaller than the N x M x K difference
+        return miss(f"{features} {root.dtype} feature{'s' if features != 1 else ''}: the "
+                    f"exact wide form's {wide} result ({root.type.size:,} x "
+                    f"{dtypes.itemsize(wide)} bytes) is no smaller than the difference "
+                    f"({diff.type.size:,} x {dtypes.itemsize(root.dtype)} bytes), so the "
+                    f"rewrite saves nothing")
     if wide:  # few features: norms, cross term and sum in the wider type (module doc)
         widened = {v: ctx.emit("convert_element_type", (v,), {"new_dtype": wide})
                    for v in dict.fromkeys((ab, bb))}  # (one convert when a and b are one tensor)

@@ -23,6 +23,9 @@ small input, not the large broadcast value. Split loops and control-flow
 regions are fused inside their bodies (passes/bodies.py). A kernel's `kind` is "loop"
 (elementwise only), "input" (with a reduction) or "output" (a dot and its epilogue), XLA's
 names.
+
+Every value a kernel reads from outside gets a `missed` remark saying why its producer stayed
+out (passes/fuse_remarks.py): the decision that refused it as the group grew.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from dataclasses import dataclass
 
 from ..ir.graph import Attrs, Graph, Node, TensorType
 from ..ir.ops import CONTROL_FLOW, OPS
+from ..ir.remarks import analysis, collecting, enabled, missed, settled
 from ..ir.rewrite import Rewrite
-from ..ir.traits import FusionRole
+from ..ir.traits import FusionRole, OpKind
 from . import register
 from .base import PassReport
 from .bodies import descend
+from .fuse_remarks import Refusal, head_refusal, op_refusal, users_refusal, value
 
 
 def _loopy(n: Node) -> bool:
@@ -74,6 +79,10 @@ class _Group:
         self.reduce: Node | None = root if _reduction(root) else None
         self.epilogue_shape = root.shape
         self.loop_shape = loop_shape
+        self.left: dict[int, Refusal] = {}  # producers kept out, and why (the first reason)
+
+    def refuse(self, p: int, why: Refusal) -> None:
+        self.left.setdefault(p, why)
 
     def phase_shape(self, m: Node) -> tuple[int, ...]:
         """The shape a producer of member `m` must have to join: the iteration space for the
@@ -83,17 +92,39 @@ class _Group:
         return self.epilogue_shape
 
 
-def _joins(g: Graph, group: _Group, p: Node, taken: set[int], pinned: set[int]) -> str | None:
-    """How producer `p` may join `group`: "move" (every user of it is a member), "copy" (a
-    broadcast that other values also read: a copy of it joins, as XLA duplicates cheap
-    producers, and the kernel reads the broadcast's small input instead of the large
-    result), or None. `pinned` values are read by copies already made: they stay."""
-    if p.id in group.members or p.id in group.copies or p.id in taken or _scalar_constant(p):
+def _joins(g: Graph, group: _Group, m: Node, p: Node, taken: set[int], pinned: set[int],
+           ) -> str | None:
+    """How producer `p` of member `m` may join `group`: "move" (every user of it is a
+    member), "copy" (a broadcast that other values also read: a copy of it joins, as XLA
+    duplicates cheap producers, and the kernel reads the broadcast's small input instead of
+    the large result), or None (recorded in `group.left`). `pinned` values are read by
+    copies already made: they stay."""
+    if p.id in group.members or p.id in group.copies or _scalar_constant(p):
+        return None
+    if p.id in taken:
+        group.refuse(p.id, Refusal("producer-in-other-kernel", m.id, _later))
         return None
     if p.id not in g.outputs and p.id not in pinned \
             and all(u in group.members for u in g.users[p.id]):
         return "move"
-    return "copy" if p.op == "broadcast_in_dim" else None
+    if p.op == "broadcast_in_dim":
+        return "copy"
+    if p.id in g.outputs:
+        group.refuse(p.id, Refusal("producer-is-output", m.id, lambda: (
+            f"{value(g, p.id)} is an output of the graph: its value is stored whole, so it "
+            f"is not computed inside this kernel (no kernel has two outputs)")))
+    elif p.id in pinned:
+        group.refuse(p.id, Refusal("read-by-copied-broadcast", m.id, lambda: (
+            f"{value(g, p.id)} is the input of a broadcast copied into another kernel, "
+            f"which reads it from memory: it stays a value of its own")))
+    else:
+        rule = "dot-has-other-readers" if p.op == "dot_general" else "producer-has-other-users"
+        group.refuse(p.id, Refusal(rule, m.id, _later))
+    return None
+
+
+def _later() -> str:  # words formed once every group is known (_why_out)
+    return ""
 
 
 def _add(group: _Group, p: Node, how: str, work: list[Node]) -> None:
@@ -105,33 +136,60 @@ def _add(group: _Group, p: Node, how: str, work: list[Node]) -> None:
 
 
 def _walk(g: Graph, group: _Group, taken: set[int], pinned: set[int],
-          admit: Callable[[Node, Node, str], bool]) -> None:
+          refuse: Callable[[Node, Node, str], Refusal | None]) -> None:
     """Grow `group` backwards from its root through the producers that may join (_joins)
-    and that `admit(member, producer, how)` takes."""
+    and that `refuse(member, producer, how)` does not refuse (it says why, or None)."""
     work = [group.root]
     while work:
         m = work.pop()
         for i in m.inputs:
             p = g[i]
-            how = _joins(g, group, p, taken, pinned)
-            if how is not None and admit(m, p, how):
+            how = _joins(g, group, m, p, taken, pinned)
+            if how is None:
+                continue
+            why = refuse(m, p, how)
+            if why is None:
                 _add(group, p, how, work)
+            else:
+                group.refuse(p.id, why)
+
+
+def _broadcast_input(g: Graph, m: Node, p: Node) -> Refusal:
+    return Refusal("broadcast-input", m.id, lambda: (
+        f"{value(g, p.id)} is the input of broadcast %{m.id} ({m.type}): the kernel reads "
+        f"it whole and broadcasts it per element, rather than computing it in the loop"))
+
+
+def _misfit(g: Graph, m: Node, p: Node, want: str) -> Refusal:
+    return Refusal("shape-mismatch", m.id, lambda: (
+        f"{value(g, p.id)} has shape {list(p.shape)}, not {want}"))
 
 
 def _grow(g: Graph, root: Node, taken: set[int], pinned: set[int]) -> _Group:
     group = _Group(root, g[root.inputs[0]].shape if _reduction(root) else root.shape)
 
-    def admit(m: Node, p: Node, how: str) -> bool:
+    def refuse(m: Node, p: Node, how: str) -> Refusal | None:
         if m.op == "broadcast_in_dim":
-            return False
+            return _broadcast_input(g, m, p)
         want = group.phase_shape(m)
         if how == "move" and _reduction(p) and group.reduce is None and p.shape == want:
             group.reduce = p
             group.loop_shape = g[p.inputs[0]].shape
-            return True
-        return _loopy(p) and p.shape == want
+            return None
+        if _reduction(p) and group.reduce is not None:
+            r = group.reduce
+            return Refusal("second-reduction", m.id, lambda: (
+                f"{value(g, p.id)} is a reduction (axes {list(p.attrs['axes'])} of "
+                f"{list(g[p.inputs[0]].shape)}) and the kernel holds reduction %{r.id} "
+                f"already (axes {list(r.attrs['axes'])} of {list(g[r.inputs[0]].shape)}): "
+                f"one reduction per kernel, and no row kernel folds both"))
+        if _loopy(p) and p.shape == want:
+            return None
+        if _loopy(p) or _reduction(p):
+            return _misfit(g, m, p, f"the kernel's iteration space {list(want)}")
+        return op_refusal(g, p, m)
 
-    _walk(g, group, taken, pinned, admit)
+    _walk(g, group, taken, pinned, refuse)
     return group
 
 
@@ -184,17 +242,28 @@ def _grow_rows(g: Graph, root: Node, taken: set[int], pinned: set[int], space: R
     group = _Group(root, shape)
     folds = [root] if _reduction(root) else []
 
-    def admit(m: Node, p: Node, how: str) -> bool:
+    def refuse(m: Node, p: Node, how: str) -> Refusal | None:
         if m.op == "broadcast_in_dim" and not _keeps_dims(m, g):
-            return False
+            return Refusal("broadcast-moves-axes", m.id, lambda: (
+                f"{value(g, p.id)} is read through broadcast %{m.id}, which moves its axes "
+                f"(dimensions {list(m.attrs['broadcast_dimensions'])}): a row kernel reads it "
+                f"whole"))
         if _reduction(p) and how == "move":
             if _row_fold(p, g) != space:
-                return False
+                return Refusal("reduction-axes-differ", m.id, lambda: (
+                    f"{value(g, p.id)} reduces axes {list(p.attrs['axes'])} of "
+                    f"{list(g[p.inputs[0]].shape)}; the kernel's reductions fold the trailing "
+                    f"axes of {list(shape)} after its {rows} row axes"))
             folds.append(p)
-            return True
-        return _loopy(p) and _fits(p, space)
+            return None
+        if _loopy(p) and _fits(p, space):
+            return None
+        if _loopy(p) or _reduction(p):
+            return _misfit(g, m, p, f"one value per row or per point of the kernel's "
+                                    f"{list(shape)}")
+        return op_refusal(g, p, m)
 
-    _walk(g, group, taken, pinned, admit)
+    _walk(g, group, taken, pinned, refuse)
     if not folds:
         return None
     group.reduce = folds[0]
@@ -274,6 +343,7 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
     fused_away: set[int] = set()
     copies: set[int] = set()
     pinned: set[int] = set()
+    made: list[tuple[_Group, Node | None]] = []
     spaces = list(dict.fromkeys(s for n in g.nodes if (s := _row_fold(n, g)) is not None))
     for n in reversed(g.nodes):
         if n.id in taken or _scalar_constant(n) or not (_loopy(n) or _reduction(n)):
@@ -282,9 +352,12 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
         head = _head(g, group, taken) if heads else None
         if head is not None:
             group.members.add(head.id)
+        if enabled():
+            _word_dots(g, group, head, taken, heads)
         taken |= group.members
         if sum(1 for i in group.members | group.copies if not _scalar_constant(g[i])) >= 2 \
                 or _large(g, n):
+            made.append((group, head))
             pinned |= {i for c in group.copies for i in g[c].inputs}
             kernels[n.id] = _kernel(g, group)
             fused_away |= group.members - {n.id}
@@ -293,6 +366,9 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
                     else "fuse-dot-epilogue" if head is not None else "fuse-elementwise")
             log.append(Rewrite(rule, tuple(sorted(group.members)), (n.id,),
                                str(n.source) if n.source else None))
+        elif enabled() and n.op != "broadcast_in_dim" and isinstance(n.type, TensorType) \
+                and n.type.size > 1 and any(OPS[g[i].op].kind != OpKind.SOURCE for i in group.left):
+            _alone(g, group)  # (a lone broadcast is a view, and one of parameters had no choice)
     kept = [kernels.get(n.id, nodes[n.id]) for n in g.nodes if n.id not in fused_away]
     # Scalar constants and broadcasts that fused kernels read were copied into them: drop the
     # originals that nothing reads now.
@@ -300,7 +376,83 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
     copies |= {i for m in g.nodes if m.id in in_kernels for i in m.inputs if _scalar_constant(g[i])}
     still_read = {i for n in kept for i in n.inputs} | set(g.outputs)
     kept = [n for n in kept if n.id not in copies or n.id in still_read]
+    if enabled():
+        _explain(g, made)
     return Graph(kept, g.params, g.outputs, g.name), log
+
+
+def _alone(g: Graph, group: _Group) -> None:
+    """An analysis remark on an op left alone below the size at which it is a kernel."""
+    n = group.root
+    size = max(t.size for t in [n.type] + [g[i].type for i in n.inputs]  # type: ignore[union-attr]
+               if isinstance(t, TensorType))
+    out = ", ".join(f"%{i} ({why.rule})" for i, why in group.left.items()
+                    if OPS[g[i].op].kind != OpKind.SOURCE)
+    analysis("fuse", "lone-op-too-small", (
+        f"{value(g, n.id)} stays a single op, not a kernel: its producers stayed out ({out}), "
+        f"and at {size:,} elements it is under the {LONE_MIN:,} at which a lone op becomes a "
+        f"kernel (a small one runs as its NumPy form)"), (n.id,), g)
+
+
+def _word_dots(g: Graph, group: _Group, head: Node | None, taken: set[int], heads: bool
+               ) -> None:
+    """Word why each dot the group reads was not taken as its head (fuse_remarks)."""
+    inside = group.members | group.copies
+    for pid, why in list(group.left.items()):
+        if g[pid].op == "dot_general" and why.rule == "dot-not-head" and pid not in inside:
+            group.left[pid] = head_refusal(
+                g, g[pid], g[why.member], heads=heads, reduce=group.reduce,
+                loop_shape=group.loop_shape, epilogue_shape=group.epilogue_shape, head=head,
+                members=group.members, inside=inside, taken=taken,
+                is_const=lambda j: _scalar_constant(g[j]))
+
+
+def _explain(g: Graph, made: list[tuple[_Group, Node | None]]) -> None:
+    """A `missed` remark for every value a kernel reads from outside (except the graph's
+    parameters): the producer, the kernel, and why the producer stayed out."""
+    kernel_of = {i: group.root.id for group, _ in made for i in group.members}
+    for group, head in made:
+        inside = group.members | group.copies
+        root = group.root.id
+        said: set[int] = set()
+        for n in (g[i] for i in sorted(inside)):
+            for x in n.inputs:
+                p = g[x]
+                if x in inside or x in said or _scalar_constant(p) or p.op == "parameter":
+                    continue
+                found = _why_out(g, group, head, n, p, kernel_of)
+                if found is None:
+                    continue
+                said.add(x)  # once per edge
+                rule, member, words = found
+                read = f" (read by %{member})" if member != root else ""
+                missed("fuse", rule, f"left out of kernel %{root}{read}: {words}", (x, root), g)
+
+
+def _why_out(g: Graph, group: _Group, head: Node | None, n: Node, p: Node,
+             kernel_of: dict[int, int]) -> tuple[str, int, str] | None:
+    """(rule, member, words) for producer `p` of member `n` left out of `group`."""
+    why = group.left.get(p.id)
+    if why is not None:
+        if why.rule in ("producer-has-other-users", "dot-has-other-readers"):
+            words = users_refusal(g, p, kernel_of.get, group.members)
+        elif why.rule == "producer-in-other-kernel":
+            owner = kernel_of.get(p.id)
+            words = (f"{value(g, p.id)} belongs to "
+                     f"{f'kernel %{owner}' if owner is not None else 'another group'} already")
+        else:
+            words = why.words()
+        return why.rule, why.member, words
+    if head is not None and n.id == head.id:
+        return "dot-operand", n.id, (
+            f"{value(g, p.id)} is an operand of dot %{head.id}, the kernel's head: the matrix "
+            f"product (a BLAS call) reads it whole")
+    if n.id in group.copies:
+        return "copied-broadcast-input", n.id, (
+            f"{value(g, p.id)} is the input of broadcast %{n.id} ({n.type}), copied into this "
+            f"kernel as other values read it too: the kernel reads the small input, not the "
+            f"broadcast")
+    return None
 
 
 @register
@@ -309,7 +461,9 @@ class Fuse:
     name: str = "fuse"
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
-        out, log = fuse_graph(graph)
+        with collecting() as said:
+            out, log = fuse_graph(graph)
+        remarks = settled(said, self.name)
         if not log:
-            return graph, PassReport(changed=False)
-        return out, PassReport(changed=True, rewrites=tuple(log))
+            return graph, PassReport(changed=False, remarks=remarks)
+        return out, PassReport(changed=True, rewrites=tuple(log), remarks=remarks)

@@ -11,6 +11,10 @@ dot_general's (batch, lhs free, rhs free). A sum over an axis of one operand onl
 product and is left alone, as is a plain `sum(x * y)` of unbroadcast operands (no temporary
 to save, and the Euclidean-distance pass wants that form). Not bit-exact: the summation order
 changes, as in any matmul.
+
+A sum of a product with an operand read through a broadcast that is left alone gets a
+`missed` remark naming the condition that failed (explorer/ir/remarks.py); a plain
+`sum(x * y)` of unbroadcast operands gets none.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from ..ir.graph import Node
 from ..ir.rewrite import RewriteContext, Rule, pat, var
 from . import register
 from .base import RulePass
-from .broadcasts import broadcast_view, live_users, place, result_order, split_axes, squeeze_to
+from .broadcasts import broadcast_view, live_users, not_a_product, place, result_order, split_axes, squeeze_to
 
 
 def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
@@ -31,21 +35,38 @@ def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
     """`widen`: a float conversion between the product and the sum (jnp.sum of f16/bf16
     products accumulates in f32); the dot then accumulates in that type."""
     reader = widen or root
-    if live_users(ctx, prod) != (reader.id,) or ctx.is_output(prod) or dtypes.is_bool(prod.dtype):
-        return None
-    if widen is not None and (live_users(ctx, widen) != (root.id,) or ctx.is_output(widen)
-                              or not dtypes.is_float(prod.dtype) or not dtypes.is_float(widen.dtype)
-                              or dtypes.itemsize(widen.dtype) < dtypes.itemsize(prod.dtype)):
+    if dtypes.is_bool(prod.dtype):
         return None
     shape, summed = prod.shape, set(root.attrs["axes"])
     (xb, xm), (yb, ym) = (broadcast_view(ctx, v.id, shape) for v in (x, y))
+
+    def miss(why: str) -> None:  # only a product read through a broadcast almost matched
+        if xb != x.id or yb != y.id:
+            ctx.miss(f"sum of the broadcast product %{prod.id} ({prod.type}) left as it is: "
+                     f"{why}", [root, prod])
+
+    users = live_users(ctx, prod)
+    if users != (reader.id,) or ctx.is_output(prod):
+        others = [f"%{u}" for u in users if u != reader.id] + \
+            (["an output"] if ctx.is_output(prod) else [])
+        return miss(f"the product is read elsewhere too ({', '.join(others)}), so it is "
+                    f"computed anyway")
+    if widen is not None and (live_users(ctx, widen) != (root.id,) or ctx.is_output(widen)
+                              or not dtypes.is_float(prod.dtype) or not dtypes.is_float(widen.dtype)
+                              or dtypes.itemsize(widen.dtype) < dtypes.itemsize(prod.dtype)):
+        return miss(f"the conversion %{widen.id} to {widen.dtype} between product and sum is "
+                    f"read elsewhere or narrows {prod.dtype}")
     roles = split_axes(xm, ym, shape, summed)
     if roles is None:
-        return None
+        return miss(not_a_product(xm, ym, shape, summed))
     contract, batch, xfree, yfree = roles
     peeled = xb != x.id and yb != y.id
-    if not contract or not (xfree or yfree or peeled):
-        return None
+    if not contract:
+        return miss(f"no summed axis (axes {sorted(summed)}) indexes both operands: nothing "
+                    f"to contract")
+    if not (xfree or yfree or peeled):
+        return miss("only one operand is broadcast and neither has an axis of its own: the "
+                    "product has no temporary larger than its operands to save")
     order, swap = result_order(xm, ym, roles, shape, summed)
     if swap:
         (xb, xm), (yb, ym) = (yb, ym), (xb, xm)

@@ -24,6 +24,12 @@ Not applied, because they are not exact:
 Every replacement must have the root's exact type, so an identity that would change the
 shape of the result through implicit broadcasting (a scalar x times a tensor of ones) is
 left alone.
+
+The identities refused as not exact are rules that never fire: each says, in a `missed`
+remark on the op (explorer/ir/remarks.py), which identity it left alone and why
+("mul-by-zero", "add-positive-zero", "sub-negative-zero", "zero-minus", "sub-self",
+"div-self", "pow-zero"), as does "identity-changes-type" for an exact identity whose
+replacement would have another shape and "complex-identity" for x * 1 on complex numbers.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Node
 from ..ir.ops import MONOID_REDUCTIONS, OPS, dot_dims
+from ..ir.remarks import enabled
 from ..ir.rewrite import RewriteContext, Rule, pat, splat, var
 from ..ir.traits import OpKind
 from .base import RulePass
@@ -65,11 +72,51 @@ def _identity(want: float, int_want: float) -> Any:
 
     def fn(ctx: RewriteContext, root: Node, x: Node, c: Node) -> int | None:
         d = root.dtype
-        if x.type != root.type or d[0] not in _EXACT or dtypes.is_bool(d):
+        if dtypes.is_bool(d):
             return None
-        return x.id if _is(_value(ctx, c), int_want if dtypes.is_int(d) else want, d) else None
+        v = _value(ctx, c)
+        if d[0] not in _EXACT:
+            if d[0] == "c" and root.op in ("mul", "div") and v is not None and v == want:
+                ctx.miss(f"{root.op} by {v} -> x refused on complex {d}: x * (1+0j) turns an "
+                         f"infinite imaginary part into NaN, so no identity is applied to "
+                         f"complex numbers", [root])
+            return None
+        if not _is(v, int_want if dtypes.is_int(d) else want, d):
+            return None
+        if x.type != root.type:
+            ctx.miss(f"the identity would replace {root.type} by {x.type}: the constant "
+                     f"broadcasts x, so the result is not x itself", [root])
+            return None
+        return x.id
 
     return fn
+
+
+def _refused(op: str, test: Any, why: str) -> Any:
+    """A rule that never fires: a float `root` matching `test(value of c)` gets a missed
+    remark saying why the identity is not applied (it is not IEEE-exact)."""
+
+    def fn(ctx: RewriteContext, root: Node, x: Node, c: Node | None = None) -> None:
+        if not dtypes.is_float(root.dtype):
+            return None
+        v = None if c is None else _value(ctx, c)
+        if c is None or (v is not None and not isinstance(v, complex | bool) and test(float(v))):
+            ctx.miss(f"{op} refused: {why}", [root])
+        return None
+
+    return fn
+
+
+def _zero(v: float) -> bool:
+    return v == 0.0
+
+
+def _plus_zero(v: float) -> bool:
+    return v == 0.0 and not np.signbit(v)
+
+
+def _minus_zero(v: float) -> bool:
+    return v == 0.0 and bool(np.signbit(v))
 
 
 def _same(ctx: RewriteContext, root: Node, x: Node) -> int | None:
@@ -189,10 +236,34 @@ def rules(fold_limit: int = 64) -> list[Rule]:
     ]
 
 
+def refusals() -> list[Rule]:
+    """The identities that are not exact: rules that never fire, each says why (module doc).
+    The pass runs them only while remarks are made (explorer/ir/remarks.py `enabled`)."""
+    x, c = var("x"), var("c")
+    return [
+        Rule("mul-by-zero", pat("mul", x, c, name="root", commute=True), _refused(
+            "x * 0 -> 0", _zero, "NaN * 0 and inf * 0 are NaN, and -1 * 0 is -0.0")),
+        Rule("add-positive-zero", pat(("add", "add_any"), x, c, name="root", commute=True),
+             _refused("x + 0.0 -> x", _plus_zero, "-0.0 + 0.0 is +0.0, not -0.0 (only "
+                      "x + (-0.0) is exact)")),
+        Rule("sub-negative-zero", pat("sub", x, c, name="root"), _refused(
+            "x - (-0.0) -> x", _minus_zero, "-0.0 - (-0.0) is +0.0, not -0.0 (only x - 0.0 "
+            "is exact)")),
+        Rule("zero-minus", pat("sub", c, x, name="root"), _refused(
+            "0 - x -> neg(x)", _zero, "0 - 0 is +0.0 where neg(0) is -0.0")),
+        Rule("sub-self", pat("sub", x, x, name="root"), _refused(
+            "x - x -> 0", _zero, "inf - inf and NaN - NaN are NaN")),
+        Rule("div-self", pat("div", x, x, name="root"), _refused(
+            "x / x -> 1", _zero, "0 / 0, inf / inf and NaN / NaN are NaN")),
+        Rule("pow-zero", pat("integer_pow", x, name="root", attrs={"y": 0}), _refused(
+            "x ** 0 -> 1", _zero, "exact, but it would materialise a constant of x's shape")),
+    ]
+
+
 @dataclass(frozen=True)
 class Simplify(RulePass):
     name: str = "simplify"
     fold_limit: int = 64  # fold constants of at most this many elements
 
     def rule_list(self) -> Sequence[Rule]:
-        return rules(self.fold_limit)
+        return rules(self.fold_limit) + (refusals() if enabled() else [])

@@ -12,19 +12,27 @@ per-iteration charge, so larger chunks are preferred). A limit no split can meet
 A program fits when both it and its fused form (what the `fuse` pass, later in the pipeline,
 makes of it) plan under the budget: fusing moves a group's ops to its root's place, and a
 backend that runs a kernel's body node by node holds its temporaries there.
+
+A seed left whole gets a `missed` remark (explorer/ir/remarks.py) with the bytes it keeps
+live: "barrier-op" (its op does not split: a scan, a sort along the axis, an opaque op),
+"no-splittable-axis" (no axis grows a region, with each axis's reason) or "no-chunk-fits"
+(regions grew, but no chunk of them brings the peak down).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, NamedTuple
 
 from ..analysis.cost import graph_cost
 from ..analysis.memory import DEFAULT_BACKEND, MemoryPlan, plan
 from ..analysis.split_plan import Region, grow
 from ..ir.graph import Graph, Node, TensorType
+from ..ir.ops import OPS
+from ..ir.remarks import collecting, disabled, enabled, missed, settled
 from ..ir.rewrite import Rewrite
+from ..ir.traits import Split as SplitTrait
 from ..units import format_bytes, parse_bytes
 from . import register
 from .base import PassReport
@@ -90,7 +98,10 @@ class Split:
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
         if self.memory_limit is None:
             return graph, PassReport(False, notes=("no memory_limit: nothing to split",))
-        return split_for_limit(graph, self.memory_limit, self.backend or DEFAULT_BACKEND)
+        with collecting() as said:  # the remarks of the plan that is kept (_split)
+            out, report = split_for_limit(graph, self.memory_limit,
+                                          self.backend or DEFAULT_BACKEND)
+        return out, replace(report, remarks=settled(said, self.name))
 
 
 register(Split)
@@ -98,6 +109,7 @@ register(Split)
 
 def _split(g: Graph, limit: int, backend: str) -> tuple[Graph, PassReport] | None:
     budget, log, notes = budget_of(limit), [], []
+    whole: dict[int, tuple[str, str]] = {}  # seeds left whole: rule, reason
     if plan(g, backend).peak_bytes > budget:  # dead values would keep region nodes as outputs
         g, dropped = DCE()(g)
         log += list(dropped.rewrites)
@@ -106,8 +118,11 @@ def _split(g: Graph, limit: int, backend: str) -> tuple[Graph, PassReport] | Non
         if p.peak_bytes <= budget and _fused_peak(g, backend) <= budget:
             notes.append(f"planned peak {format_bytes(p.peak_bytes)} <= budget "
                          f"{format_bytes(budget)} (limit {format_bytes(limit)})")
+            for seed, (rule, reason) in whole.items():
+                if seed in g.by_id:  # not taken into a loop later
+                    missed("split", rule, reason, [seed], g)
             return g, PassReport(bool(log), tuple(log), tuple(notes))
-        best = _best(g, p, budget, backend)
+        best = _best(g, p, budget, backend, whole if enabled() else None)
         if best is None:
             return None
         seed, found = best
@@ -126,7 +141,8 @@ def _excess(p: MemoryPlan, budget: int) -> int:
 
 def _fused_peak(g: Graph, backend: str) -> int:
     """The planned peak of `g` once fused."""
-    return plan(fuse_graph(g)[0], backend).peak_bytes
+    with disabled():  # fuse's remarks are the fuse pass's, not this plan's
+        return plan(fuse_graph(g)[0], backend).peak_bytes
 
 
 def _seeds(g: Graph, p: MemoryPlan, budget: int) -> list[int]:
@@ -145,14 +161,19 @@ def _seeds(g: Graph, p: MemoryPlan, budget: int) -> list[int]:
     return list(dict.fromkeys(n.id for n in alive))[:SEEDS]
 
 
-def _regions(g: Graph, seeds: list[int]) -> list[tuple[int, Region]]:
+def _regions(g: Graph, seeds: list[int], why: dict[int, list[str]] | None = None,
+             grown: set[int] | None = None) -> list[tuple[int, Region]]:
+    """The regions the seeds grow; `why[seed]` gets the reasons of those that did not, and
+    `grown` the seeds that grew one (also one another seed grew first)."""
     out, seen = [], set()
     for s in seeds:
         if g[s].op in ("parameter", "constant", "iota"):
             continue
         for axis in range(g[s].type.rank):  # type: ignore[union-attr]
             for pull in (True, False):
-                r = grow(g, s, axis, pull)
+                r = grow(g, s, axis, pull, None if why is None else why.setdefault(s, []))
+                if r is not None and grown is not None:
+                    grown.add(s)
                 key = None if r is None else (r.size, frozenset(r.steps.items()))
                 if r is not None and key not in seen:
                     seen.add(key)
@@ -167,7 +188,8 @@ def _fits(g: Graph, r: Region, seed: int, chunk: int, budget: int, excess: int,
     step = p.steps[p.schedule.index(found.loop)]
     if step > budget or _excess(p, budget) >= excess:
         return None
-    fused = plan(fuse_graph(found.graph)[0], backend)
+    with disabled():
+        fused = plan(fuse_graph(found.graph)[0], backend)
     return found if fused.steps[fused.schedule.index(found.loop)] <= budget else None
 
 
@@ -198,16 +220,43 @@ def _seconds(found: Loop) -> float:
     return c.flops * FLOP_S + c.bytes * BYTE_S + runs * NODE_RUN_S
 
 
-def _best(g: Graph, p: MemoryPlan, budget: int, backend: str) -> tuple[int, Loop] | None:
+def _best(g: Graph, p: MemoryPlan, budget: int, backend: str,
+          whole: dict[int, tuple[str, str]] | None = None) -> tuple[int, Loop] | None:
+    """The fastest loop found from this round's seeds; `whole` gets the seeds that made none
+    (with the remark's rule and reason)."""
     excess = _excess(p, budget) or 1  # 1: only the fused form is over
     best: tuple[float, int, Loop] | None = None
-    for seed, r in _regions(g, _seeds(g, p, budget)):
+    why: dict[int, list[str]] | None = None if whole is None else {}
+    seeds = _seeds(g, p, budget)
+    made: set[int] = set()
+    grown: set[int] = set()
+    for seed, r in _regions(g, seeds, why, grown):
         found = _chunk(g, r, seed, budget, excess, backend)
         if found is not None:
+            made.add(seed)
             t = _seconds(found)
             if best is None or t < best[0]:
                 best = (t, seed, found)
+    if whole is not None and why is not None:
+        for seed in seeds:
+            if seed in made or seed not in why:
+                continue
+            whole[seed] = _left_whole(g, seed, why[seed], seed in grown, budget)
     return None if best is None else (best[1], best[2])
+
+
+def _left_whole(g: Graph, seed: int, reasons: list[str], grew: bool, budget: int,
+                ) -> tuple[str, str]:
+    n = g[seed]
+    what = f"%{seed} ({n.op}, {n.type}) stays whole, keeping {format_bytes(n.type.nbytes)} " \
+           f"live at the peak (budget {format_bytes(budget)})"
+    if OPS[n.op].split == SplitTrait.NONE:
+        return "barrier-op", f"{what}: {n.op} is a barrier, it does not run in chunks"
+    if not grew:
+        return "no-splittable-axis", (f"{what}: no axis splits "
+                                      f"({'; '.join(dict.fromkeys(reasons))})")
+    return "no-chunk-fits", (f"{what}: no chunk of the regions it grows brings the peak under "
+                             f"the budget")
 
 
 def _infeasible(g: Graph, limit: int, backend: str) -> InfeasibleMemoryLimit:

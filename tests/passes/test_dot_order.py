@@ -221,3 +221,32 @@ def test_a_scaled_dot_becomes_one_output_kernel() -> None:
     got = gx.compile(lambda x, w: jax.nn.relu((x / 8.0) @ w))(x, w)
     np.testing.assert_allclose(np.asarray(got), np.maximum((x / 8) @ w, 0), rtol=1e-5,
                                atol=1e-6)
+
+
+# ---------------------------------------------------------------- remarks
+
+
+def test_a_chain_already_cheapest_says_so_with_both_costs() -> None:
+    def f(a, b, c):  # type: ignore[no-untyped-def]
+        return (a @ b) @ c  # (A B) C: 10*100*5 + 10*5*50 multiply-adds, the cheapest
+
+    args = [np.ones(s, np.float32) for s in ((10, 100), (100, 5), (5, 50))]
+    g = trace(f, *args).graph
+    out, report = DotOrder()(g)
+    assert out == g and not report.rewrites
+    (r,) = report.remarks
+    assert (r.pass_, r.kind, r.rule) == ("dot-order", "analysis", "reassociate-dot-chain")
+    assert r.source is not None and r.source.endswith(f":{f.__code__.co_firstlineno + 1}")
+    assert "10x100 @ 100x5 @ 5x50" in r.reason
+    assert f"{2 * (10 * 100 * 5 + 10 * 5 * 50):,} FLOPs" in r.reason  # written = best
+    assert r.nodes == (g.outputs[0],)
+
+
+def test_no_remark_when_the_chain_is_reordered() -> None:
+    def f(a, b, v):  # type: ignore[no-untyped-def]
+        return (a @ b) @ v
+
+    args = [np.ones(s, np.float32) for s in ((40, 30), (30, 20), (20,))]
+    _, report = DotOrder()(trace(f, *args).graph)
+    assert [r.rule for r in report.rewrites] == ["reassociate-dot-chain"]
+    assert report.remarks == ()  # not even on the new, cheapest chain it made

@@ -318,3 +318,43 @@ def test_nearest_neighbours_are_those_of_the_naive_program(backend: str) -> None
         ours, theirs = np.sort(d64[row, got[row]]), np.sort(d64[row, want[row]])
         np.testing.assert_allclose(ours, theirs, rtol=8 * 2.0**-24)
     assert (got == want).mean() > 0.99
+
+
+# ---------------------------------------------------------------- remarks
+
+
+def _pairwise(a, b):  # type: ignore[no-untyped-def]
+    return jnp.sum((a[:, None, :] - b[None, :, :]) ** 2, -1)
+
+
+def test_declined_with_two_features_says_why() -> None:
+    g = trace(_pairwise, np.ones((6, 2), np.float32), np.ones((5, 2), np.float32)).graph
+    out, report = EuclideanDistance()(g)
+    assert out == g
+    (r,) = report.remarks
+    assert (r.pass_, r.kind, r.rule) == ("euclidean-distance", "missed", RULE_NAME)
+    assert "2 f32 features" in r.reason and "no smaller than the difference" in r.reason
+    assert r.source is not None and r.source.endswith(f":{_pairwise.__code__.co_firstlineno + 1}")
+
+
+def test_declined_when_the_difference_is_read_elsewhere() -> None:
+    def f(a, b):  # type: ignore[no-untyped-def]
+        d = a[:, None, :] - b[None, :, :]
+        return jnp.sum(d**2, -1), d
+
+    _, report = EuclideanDistance()(trace(f, np.ones((6, 8), np.float32),
+                                          np.ones((5, 8), np.float32)).graph)
+    (r,) = report.remarks
+    assert "read elsewhere too" in r.reason
+
+
+def test_no_remark_when_it_fires_or_without_broadcasts() -> None:
+    _, fired = EuclideanDistance()(trace(_pairwise, np.ones((6, 8), np.float32),
+                                         np.ones((5, 8), np.float32)).graph)
+    assert fired.rewrites and fired.remarks == ()
+
+    def rowwise(a, b):  # type: ignore[no-untyped-def]
+        return jnp.sum((a - b) ** 2, -1)
+
+    _, plain = EuclideanDistance()(trace(rowwise, *[np.ones((6, 8), np.float32)] * 2).graph)
+    assert plain.remarks == ()

@@ -4,6 +4,9 @@ simplify.control-flow.txt) holds cases of input IR, a line
 with `// ===== case` (the rest of the line names the case). An optional line
 `// fired: rule@file:line rule@file:line ...` in the expected part lists the rewrites the
 pass must log, in order (`rule@file:line@%3.body` for one inside a control-flow body).
+An optional line `// remarks: rule@file:line ...` in the expected part lists the remarks
+(explorer/ir/remarks.py) the pass must make, in any order, in the same form; an empty one
+says it makes none.
 An optional line `// options: key=value ...` in the input part sets
 integer options of the pass (the split pass's memory_limit). Each case checks the output
 text, the verifier, the print/parse round trip and, for passes that run to a fixed point,
@@ -24,6 +27,7 @@ HERE = Path(__file__).parent
 CASE = re.compile(r"^// ===== case(.*)$", re.M)
 EXPECTED = re.compile(r"^// ----- expected\s*$", re.M)
 FIRED = re.compile(r"^// fired:(.*)$", re.M)
+REMARKS = re.compile(r"^// remarks:(.*)$", re.M)
 OPTIONS = re.compile(r"^// options:(.*)$", re.M)  # e.g. `// options: memory_limit=98304`
 
 
@@ -75,6 +79,13 @@ def test_golden(pass_name: str, case: str, given: str, expected: str) -> None:
                                                                     else "")
                for r in report.rewrites]
         assert got == want, f"{case}: rewrites logged"
+    remarks = REMARKS.search(expected)
+    if remarks:
+        said = [(f"{r.rule}@{r.source}" if r.source else r.rule) + (f"@{r.region}" if r.region
+                                                                     else "")
+                for r in report.remarks]
+        assert sorted(said) == sorted(remarks.group(1).split()), f"{case}: remarks made"
+        assert all(r.pass_ == pass_name for r in report.remarks)
     if pass_name in IDEMPOTENT:
         again, _ = p(after)
         assert again == after, f"{case}: a second run of {pass_name} changes the graph again"

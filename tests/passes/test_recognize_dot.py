@@ -156,3 +156,45 @@ def test_random_axis_layouts(seed: int) -> None:
     _, report = check_semantics(RecognizeDot(), g)
     if product and 0 not in sizes:
         assert len(report.rewrites) == 1
+
+
+# ---------------------------------------------------------------- remarks
+
+
+def test_a_broadcast_product_that_almost_matched_names_the_condition() -> None:
+    def f(a, b):  # type: ignore[no-untyped-def]
+        prod = a[:, :, None] * b[None, :, :]
+        return jnp.sum(prod, axis=1), prod  # the product is an output too
+
+    g = trace(f, np.ones((4, 5), np.float32), np.ones((5, 6), np.float32)).graph
+    out, report = RecognizeDot()(g)
+    assert out == g
+    (r,) = report.remarks
+    assert (r.pass_, r.kind, r.rule) == ("recognize-dot", "missed", "broadcast-mul-sum-to-dot")
+    assert "read elsewhere too (an output)" in r.reason
+    assert r.source is not None and r.source.endswith(f":{f.__code__.co_firstlineno + 2}")
+    assert g[r.nodes[1]].op == "mul" and g[r.nodes[0]].op == "reduce_sum"
+
+
+def test_a_sum_over_one_operands_axis_is_not_a_product() -> None:
+    def f(a, b):  # type: ignore[no-untyped-def]
+        return jnp.sum(a[:, :, None] * b[None, :, :], axis=0)
+
+    _, report = RecognizeDot()(trace(f, np.ones((4, 5), np.float32),
+                                     np.ones((5, 6), np.float32)).graph)
+    (r,) = report.remarks
+    assert "axis 0 (size 4) is summed but indexes the first operand only" in r.reason
+
+
+def test_no_remark_when_it_fires_or_for_a_plain_product() -> None:
+    def gemm(a, b):  # type: ignore[no-untyped-def]
+        return jnp.sum(a[:, :, None] * b[None, :, :], axis=1)
+
+    def rowdot(x, y):  # type: ignore[no-untyped-def]
+        return jnp.sum(x * y, axis=1)
+
+    _, fired = RecognizeDot()(trace(gemm, np.ones((4, 5), np.float32),
+                                    np.ones((5, 6), np.float32)).graph)
+    assert fired.rewrites and fired.remarks == ()
+    _, plain = RecognizeDot()(trace(rowdot, *[np.ones((4, 5), np.float32)] * 2).graph)
+    assert not plain.rewrites and plain.remarks == ()

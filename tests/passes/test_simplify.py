@@ -85,3 +85,50 @@ def test_transpose_of_dot_keeps_the_values(fn, shapes) -> None:  # noqa: ANN001
     after, report = check_semantics(Simplify(), g)
     assert "transpose-of-dot" in {r.rule for r in report.rewrites}
     assert "transpose" not in after.ops()
+
+
+# ---------------------------------------------------------------- remarks
+
+
+def _refusals(fn, *args):  # type: ignore[no-untyped-def]
+    _, report = Simplify()(trace(fn, *args).graph)
+    return {r.rule: r for r in report.remarks}
+
+
+def test_identities_that_are_not_exact_say_which_and_why() -> None:
+    def f(x):  # type: ignore[no-untyped-def]
+        a = x * 0.0
+        b = x - x
+        c = x / x
+        d = x + 0.0
+        return a, b, c, d
+
+    line = f.__code__.co_firstlineno
+    said = _refusals(f, np.ones(4, np.float32))
+    assert set(said) == {"mul-by-zero", "sub-self", "div-self", "add-positive-zero"}
+    for rule, offset, words in (("mul-by-zero", 1, "x * 0 -> 0 refused: NaN * 0"),
+                                ("sub-self", 2, "x - x -> 0 refused: inf - inf"),
+                                ("div-self", 3, "x / x -> 1 refused: 0 / 0"),
+                                ("add-positive-zero", 4, "x + 0.0 -> x refused: -0.0 + 0.0")):
+        r = said[rule]
+        assert (r.pass_, r.kind) == ("simplify", "missed")
+        assert r.source is not None and r.source.endswith(f":{line + offset}")
+        assert r.reason.startswith(words)
+        assert len(r.nodes) == 1
+
+
+def test_no_remark_where_the_exact_identity_fires() -> None:
+    def f(x):  # type: ignore[no-untyped-def]
+        return (x * 1.0 - 0.0) / 1.0 + (-0.0)
+
+    g = trace(f, np.ones(4, np.float32)).graph
+    out, report = Simplify()(g)
+    assert report.rewrites and report.remarks == ()
+    assert set(out.ops()) == {"parameter"}
+
+
+def test_integer_identities_are_exact_and_not_remarked() -> None:
+    def f(n):  # type: ignore[no-untyped-def]
+        return n * 0, n - n
+
+    assert _refusals(f, np.arange(4, dtype=np.int32)) == {}

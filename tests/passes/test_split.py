@@ -371,3 +371,44 @@ def test_smallest_limit_is_feasible_and_what_an_infeasible_limit_names() -> None
     with pytest.raises(InfeasibleMemoryLimit) as e:
         gx.explore(fn, *args, memory_limit=below)
     assert (e.value.limit, e.value.needed, e.value.node) == (below, limits.smallest, limits.node)
+
+
+# ---------------------------------------------------------------- remarks
+
+
+def _rows_and_a_cumsum(x, y):  # type: ignore[no-untyped-def]
+    c = jnp.cumsum(y * 3.0, axis=0)  # along its only axis: no chunk of it stands alone
+    return jnp.sum(jnp.exp(x) * 2.0, axis=1) * jnp.max(c)
+
+
+_RC_ARGS = (np.ones((2048, 256), np.float32), np.ones((262144,), np.float32))
+
+
+def test_a_seed_left_whole_says_why_and_what_it_keeps_live() -> None:
+    tr = gx.explore(_rows_and_a_cumsum, *_RC_ARGS, memory_limit="3MiB", pipeline="split")
+    stage = tr.stage("split")
+    assert [r.rule for r in stage.report.rewrites] == ["split-into-loop"]
+    (r,) = stage.report.remarks
+    assert (r.pass_, r.kind, r.rule) == ("split", "missed", "no-splittable-axis")
+    assert tr.stages[0].graph[r.nodes[0]].op == "cumsum"
+    assert "keeping 1.0 MiB live" in r.reason
+    assert "axis 0: cumsum does not compute its result in chunks along this axis" in r.reason
+    line = _rows_and_a_cumsum.__code__.co_firstlineno + 1
+    assert r.source is not None and r.source.endswith(f":{line}")
+
+
+def test_no_remark_when_everything_splits_or_fits() -> None:
+    def rows(x):  # type: ignore[no-untyped-def]
+        return jnp.sum(jnp.exp(x) * 2.0, axis=1)
+
+    tr = gx.explore(rows, _RC_ARGS[0], memory_limit="1MiB", pipeline="split")
+    assert tr.stage("split").report.rewrites and tr.stage("split").report.remarks == ()
+    roomy = gx.explore(_rows_and_a_cumsum, *_RC_ARGS, memory_limit="64MiB", pipeline="split")
+    assert roomy.stage("split").report.remarks == ()
+
+
+def test_the_pass_called_by_hand_reports_its_remarks() -> None:
+    g = trace(_rows_and_a_cumsum, *_RC_ARGS).graph
+    _, report = Split(memory_limit=3 * 2**20)(g)
+    assert [r.rule for r in report.remarks] == ["no-splittable-axis"]
+    assert report.remarks[0].pass_ == "split"
