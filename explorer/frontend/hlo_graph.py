@@ -22,6 +22,7 @@ from . import hlo_attrs as A
 from .hlo import Computation, HloModule, Instruction, Shape, parse_hlo
 from .hlo_names import sanitize
 from .hlo_ops import MAPPERS, TUPLE_OPCODES, Emitter, Reject, Scope
+from .hlo_spmd import sharding, spmd_attrs
 from .locations import display_file  # a notebook cell's file reads In[N], as in traced graphs
 
 __all__ = ["NodeIds", "from_hlo", "module_to_graph"]
@@ -150,7 +151,7 @@ class _Translator:
         key = self.key(sc, ins.name)
         if isinstance(t, TensorType):
             nid = sc.add(Node(self.ids(key), "parameter", (), Attrs(
-                {"index": index, "name": ins.name}), t, source))
+                {"index": index, "name": ins.name, **sharding(ins)}), t, source))
             self.bind(sc, ins, nid, exact)
             return [(index, nid)]
         leaves = []
@@ -231,7 +232,8 @@ class _Translator:
 
     def opaque(self, sc: Scope, ins: Instruction, inputs: tuple[int, ...], t: Type,
                source: Source | None) -> Node:
-        attrs = Attrs({"opcode": ins.opcode, "text": ins.text, "type": str(t)})
+        attrs = Attrs({"opcode": ins.opcode, "text": ins.text, "type": str(t),
+                       **spmd_attrs(self.m, ins)})
         return Node(self.ids(self.key(sc, ins.name)), "opaque", inputs, attrs, t, source)
 
 

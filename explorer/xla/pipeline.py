@@ -9,6 +9,8 @@ between the module before optimisation ("traced") and the final module.
 
 from __future__ import annotations
 
+import math
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ class XlaCompilation:
     args: ArgSpec  # the traced and static leaves of the arguments
     fn: Callable[..., Any]
     out_tree: Any
+    devices: int = 1  # the devices the compiled program runs on: its partitions
 
     @property
     def final(self) -> DumpFile:
@@ -43,20 +46,33 @@ class XlaCompilation:
 
 
 def compile_with_dumps(fn: Callable[..., Any], *args: Any, backend: str = "cpu") -> XlaCompilation:
-    """Compile `fn(*args)` for `backend` with XLA dumping every pass; read the dumps back."""
+    """Compile `fn(*args)` for `backend` with XLA dumping every pass; read the dumps back.
+
+    A function the user jitted (`jax.jit(f, in_shardings=..., out_shardings=...)`) is lowered
+    as they jitted it; a plain function is jitted here. Arguments keep their own shardings
+    (arrays placed with `jax.device_put(x, NamedSharding(...))`); host arrays are left
+    uncommitted, so the program's mesh decides where they go and `backend` only picks the
+    device of an unsharded program."""
     try:
         device = jax.devices(backend)[0]
     except RuntimeError as e:
         raise ValueError(f"no {backend!r} device for XLA to compile for: {e}") from None
     spec = ArgSpec.of(args)  # static leaves (functions, config) are closed over, as we trace
     flat_fn, dynamic = spec.closed(fn), spec.dynamic_leaves(args, str)
-    placed = jax.device_put(dynamic, device)
-    out_tree = jax.tree_util.tree_structure(jax.eval_shape(flat_fn, *dynamic))
+    jitted = hasattr(fn, "lower") and not spec.static
     with tempfile.TemporaryDirectory(prefix="gambit-xla-") as folder:
         options = {"xla_dump_to": folder, "xla_dump_hlo_pass_re": ".*",
                    "xla_dump_hlo_as_text": True}
-        compiled = jax.jit(flat_fn).lower(*placed).compile(compiler_options=options)
+        try:
+            with jax.default_device(device):
+                lowered = fn.lower(*args) if jitted else jax.jit(flat_fn).lower(*dynamic)
+                compiled = lowered.compile(compiler_options=options)
+        except Exception as e:
+            if (message := devices_needed(e)) is not None:
+                raise ValueError(message) from e
+            raise
         dumps = read_dump(folder)
+    out_tree = lowered.out_tree
     try:
         memory = compiled.memory_analysis()
     except Exception:  # not every backend implements it; the comparison then says so
@@ -65,7 +81,39 @@ def compile_with_dumps(fn: Callable[..., Any], *args: Any, backend: str = "cpu")
     if isinstance(cost, list):  # older JAX: one dict per device
         cost = cost[0] if cost else {}
     name = getattr(fn, "__name__", type(fn).__name__)
-    return XlaCompilation(name, backend, tuple(dumps), memory, dict(cost), spec, fn, out_tree)
+    return XlaCompilation(name, backend, tuple(dumps), memory, dict(cost), spec, fn, out_tree,
+                          _device_count(compiled))
+
+
+def _device_count(compiled: Any) -> int:
+    """How many devices the compiled program runs on (its shardings' devices)."""
+    shardings = jax.tree_util.tree_leaves(compiled.input_shardings) + jax.tree_util.tree_leaves(
+        compiled.output_shardings)
+    return max((len(s.device_set) for s in shardings), default=1)
+
+
+_TOO_FEW = re.compile(r"Number of devices (\d+) must be >= the product of mesh_shape \(([\d, ]+)\)")
+
+
+def devices_needed(e: BaseException) -> str | None:
+    """A clear message when compiling failed because the program's mesh needs more devices
+    than JAX has (or has none), else None."""
+    text = str(e)
+    have = len(jax.devices())
+    if m := _TOO_FEW.search(text):
+        need = math.prod(int(d) for d in m.group(2).split(",") if d.strip())
+        return (f"the program's mesh needs {need} devices, but JAX has {have} "
+                f"({jax.devices()[0].platform}). {HOST_DEVICES_HINT.format(n=need)}")
+    if "AbstractMesh" in text:
+        return (f"the program's mesh is abstract (an AbstractMesh, no devices); JAX has {have} "
+                f"device(s). Give it a Mesh of real devices. {HOST_DEVICES_HINT.format(n='N')}")
+    return None
+
+
+HOST_DEVICES_HINT = ("To explore a sharded program on a CPU, give JAX {n} host devices before it "
+                     "starts: set XLA_FLAGS=--xla_force_host_platform_device_count={n} in the "
+                     "environment before `import jax` (in a notebook: before the first import, "
+                     "or restart the kernel).")
 
 
 def xla_pipeline(fn: Callable[..., Any], *args: Any, backend: str = "cpu") -> Trace:
