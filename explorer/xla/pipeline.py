@@ -13,7 +13,7 @@ import math
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -24,6 +24,7 @@ from ..frontend.jaxpr import Traced, arg_names
 from ..passes.base import PassReport
 from ..trace import Stage, Trace
 from .dumps import DumpFile, module_body, read_dump
+from .spmd import PARTITIONER_CLEANUP, SpmdSummary, memory_line, partitioning_stage, spmd_summary
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,39 @@ HOST_DEVICES_HINT = ("To explore a sharded program on a CPU, give JAX {n} host d
                      "or restart the kernel).")
 
 
-def xla_pipeline(fn: Callable[..., Any], *args: Any, backend: str = "cpu") -> Trace:
+class XlaTrace(Trace):
+    """A Trace of XLA's passes that keeps the compilation: XLA's memory per device and, for a
+    sharded program, the SPMD story (`spmd()`)."""
+
+    compilation: XlaCompilation
+
+    def spmd(self) -> SpmdSummary:
+        """Which stages propagate shardings and partition, the collectives and the user's line
+        of each, the global and per-device shapes, XLA's memory per device."""
+        return spmd_summary(self)
+
+    def summary(self) -> str:
+        rows = [super().summary()]
+        comp = self.compilation
+        k = partitioning_stage(self.stages) if comp.devices > 1 else None
+        if k is not None:
+            rows.append(f"{comp.devices} devices: stages from {self.stages[k].name} on are one "
+                        "device's program (shapes, FLOPs, bytes and peaks per device)")
+        if comp.memory is not None:
+            rows.append(memory_line(comp.memory, comp.devices))
+        return "\n".join(rows)
+
+
+def xla_pipeline(fn: Callable[..., Any], *args: Any, backend: str = "cpu") -> XlaTrace:
     """A Trace of XLA's passes on `fn(*args)`: the module before optimisation, one stage per
-    pass that changed it, and the final module (fusions show as `kernel` regions)."""
+    pass that changed it, and the final module (fusions show as `kernel` regions). A sharded
+    program (a jit over a Mesh, with_sharding_constraint, shard_map) compiles with its
+    shardings: its stages include sharding propagation, the SPMD partitioner and the passes
+    on the collectives it inserted; `trace.spmd()` tells that story."""
     return trace_of(compile_with_dumps(fn, *args, backend=backend), args)
 
 
-def trace_of(comp: XlaCompilation, args: tuple[Any, ...]) -> Trace:
+def trace_of(comp: XlaCompilation, args: tuple[Any, ...]) -> XlaTrace:
     ids = NodeIds()  # shared: an instruction keeps its node id from pass to pass
     first, *rest = comp.dumps
     graph = from_hlo(first.text, ids)
@@ -155,4 +182,16 @@ def trace_of(comp: XlaCompilation, args: tuple[Any, ...]) -> Trace:
     names = tuple(str(p.attrs.get("name", "")) for p in graph.param_nodes)
     traced = Traced(graph, comp.args.tree, comp.out_tree, names, comp.fn_name, comp.args,
                     tuple(arg_names(comp.fn, comp.args.static_paths)))
-    return Trace(traced, stages, tuple(args))
+    k = partitioning_stage(stages) if comp.devices > 1 else None
+    if k is not None:  # say so on every stage of the per-device program
+        note = f"per device: this module is one device's program, of {comp.devices}"
+        if stages[k].name.startswith(f"{PARTITIONER_CLEANUP}."):
+            stages[k] = replace(stages[k], report=replace(stages[k].report, notes=(
+                *stages[k].report.notes, "the SPMD partitioner's output: XLA dumps it at the "
+                f"start of {PARTITIONER_CLEANUP!r}, the pipeline its spmd-partitioning pass runs "
+                "inside itself")))
+        stages[k:] = [replace(s, report=replace(s.report, notes=(*s.report.notes, note)))
+                      for s in stages[k:]]
+    result = XlaTrace(traced, stages, tuple(args))
+    result.compilation = comp
+    return result
