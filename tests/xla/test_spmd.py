@@ -1,0 +1,137 @@
+"""xla_pipeline of sharded programs (explorer/xla/spmd.py, pipeline.py): the stages of XLA's
+sharding propagation and SPMD partitioner, the collectives it inserted with the user's lines,
+per-device shapes and memory. JAX takes its host devices from XLA_FLAGS when it starts, so each
+fixture runs tests/xla/spmd_check.py in a subprocess with the flag set; the rest of the suite
+keeps its one device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = Path(__file__).with_name("spmd_programs.py")
+NAMES = ["dp_mlp", "tp_mlp", "shard_map_psum", "shard_map_collectives", "attention"]
+
+
+def _run(devices: int, *argv: str) -> list[dict[str, Any]]:
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+           "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "tests.xla.spmd_check", *argv], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@cache
+def stories(devices: int) -> dict[str, dict[str, Any]]:
+    return {s["program"]: s for s in _run(devices, *NAMES)}
+
+
+def line_of(snippet: str) -> int:
+    """The line of spmd_programs.py that holds `snippet` (exactly one)."""
+    (k,) = [k for k, text in enumerate(PROGRAMS.read_text().splitlines(), 1) if snippet in text]
+    return k
+
+
+def inserted(s: dict[str, Any], opcode: str) -> list[dict[str, Any]]:
+    return [c for c in s["collectives"] if c["opcode"] == opcode and c["stage"] != "traced"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_partitioning_stages_and_per_device_shapes(name: str) -> None:
+    s = stories(4)[name]
+    assert s["devices"] == 4
+    stages = s["stages"]
+    # XLA's own names: Shardy's propagation runs in XLA as `shardy-xla` (GSPMD's would be
+    # `sharding-propagation`), then the partitioner; both are stages, before the final module
+    assert s["propagation"] and all(p in stages for p in s["propagation"])
+    assert any(x.endswith(".spmd-partitioning") for x in stages), stages
+    k = stages.index(s["partitioning"])
+    assert 0 < stages.index(s["propagation"][0]) < k < len(stages) - 1
+    # the stages from the partitioned module on say they are one device's program
+    assert s["per_device_notes"] == [i >= k for i in range(len(stages))]
+    # per-device shapes as JAX shards the arguments, and XLA's argument bytes per device
+    assert s["partitioned_params"] == s["jax_shard_shapes"]
+    assert s["memory"]["argument"] == s["final_param_bytes"]
+    assert "XLA's memory per device (each of 4)" in s["summary"]
+    assert "one device's program" in s["summary"]
+    assert s["partitioned_text_reads_back"]
+
+
+def test_data_parallel_mlp() -> None:
+    s = stories(4)["dp_mlp"]
+    shapes = {w: (g, d, sh) for w, g, d, sh in s["shapes"]}
+    assert shapes["parameter x.1"] == ("f32[64,32]", "f32[16,32]", "{devices=[4,1]<=[4]}")
+    assert shapes["parameter w1.1"] == ("f32[32,64]", "f32[32,64]", "{replicated}")
+    # the partitioner inserts one all-reduce per weight gradient, at the loss's line (the
+    # backward dot products' source), summing over the data axis
+    loss = line_of("return jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2)")
+    first = [c for c in inserted(s, "all-reduce") if c["stage"] == s["partitioning"]]
+    assert sorted(c["type"] for c in first) == ["f32[32,64]", "f32[64,32]"]
+    assert all(c["line"] == loss and c["file"].endswith("spmd_programs.py") for c in first)
+    assert all(c["attrs"]["reduction"] == "add" for c in first)
+    # XLA's CPU all-reduce combiner merges them: a collective pass that is a stage
+    assert any("all-reduce-combiner" in p for p in s["collective_passes"])
+    combined = [c for c in inserted(s, "all-reduce") if "combiner" in c["stage"]]
+    assert [c["type"] for c in combined] == ["(f32[64,32], f32[32,64])"]
+
+
+def test_tensor_parallel_mlp_with_sharding_constraint() -> None:
+    s = stories(4)["tp_mlp"]
+    shapes = {w: d for w, _, d, _ in s["shapes"]}
+    assert (shapes["parameter w1.1"], shapes["parameter w2.1"]) == ("f32[32,16]", "f32[16,32]")
+    (ar,) = inserted(s, "all-reduce")
+    assert ar["stage"] == s["partitioning"] and ar["line"] == line_of("return h @ w2")
+    assert ar["type"] == "f32[64,32]" and "'axis_1'" in ar["attrs"]["replica_groups"]
+
+
+def test_shard_map_psum() -> None:
+    s = stories(4)["shard_map_psum"]
+    (ar,) = [c for c in s["collectives"] if c["opcode"] == "all-reduce"]
+    assert ar["stage"] == "traced"  # written by the program (psum), not inserted by XLA
+    assert ar["line"] == line_of('jax.lax.psum(a @ b, "x")')
+    assert ar["type"] == "f32[16,8]" and ar["attrs"]["replica_groups"] == "{{0,1,2,3}}"
+    assert "written by the program" in s["story"]
+
+
+def test_shard_map_gather_permute_all_to_all() -> None:
+    s = stories(4)["shard_map_collectives"]
+    lines = {c["opcode"]: c["line"] for c in s["collectives"] if c["stage"] == "traced"}
+    assert lines == {"all-gather": line_of("jax.lax.all_gather("),
+                     "collective-permute": line_of("jax.lax.ppermute("),
+                     "all-to-all": line_of("jax.lax.all_to_all(")}
+    # XLA's CPU pipeline decomposes the all-to-all: a pass on collectives, with its new form
+    assert any("all-to-all-decomposer" in p for p in s["collective_passes"])
+    assert [c["line"] for c in inserted(s, "all-to-all")] == [line_of("jax.lax.all_to_all(")]
+
+
+def test_sharded_attention_block() -> None:
+    s = stories(4)["attention"]
+    shapes = {w: d for w, _, d, _ in s["shapes"]}
+    assert shapes["parameter wq.1"] == "f32[32,8]" and shapes["parameter wo.1"] == "f32[8,32]"
+    (ar,) = inserted(s, "all-reduce")
+    assert ar["line"] == line_of("return out.reshape(b, s, d) @ wo")
+    assert ar["type"] == "f32[2,16,32]"
+
+
+def test_eight_devices() -> None:
+    (s,) = _run(8, "dp_mlp")
+    shapes = {w: d for w, _, d, _ in s["shapes"]}
+    assert shapes["parameter x.1"] == "f32[8,32]"
+    assert s["partitioned_params"] == s["jax_shard_shapes"]
+    assert "each of 8" in s["summary"]
+
+
+def test_more_devices_than_exist_says_how_to_get_them() -> None:
+    (r,) = _run(4, "toomany", "8")
+    assert r["error"] is not None
+    assert "needs 8 devices" in r["error"] and "has 4" in r["error"]
+    assert "XLA_FLAGS=--xla_force_host_platform_device_count=8" in r["error"]
