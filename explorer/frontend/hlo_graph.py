@@ -5,8 +5,11 @@ broadcast_in_dim, reduce with an add computation -> reduce_sum, select -> select
 cases swapped, ...). Each mapping is checked against the op table's own type rule and the type
 XLA declared; anything that does not fit, and every op our table lacks, becomes an `opaque`
 node that keeps XLA's opcode, its text and its declared type, so every module imports and
-verifies. Fusions become `kernel` regions, calls `call`, loops `while`, branches `conditional`;
-tuples that HLO passes into and out of computations are flattened into separate values.
+verifies. The collectives and SPMD instructions of partitioned modules are such opaque nodes,
+named by their opcode and carrying their communication attributes and XLA's sharding
+(hlo_spmd); parameters carry their sharding too. Fusions become `kernel` regions, calls
+`call`, loops `while`, branches `conditional`; tuples that HLO passes into and out of
+computations are flattened into separate values.
 
 Node ids come from a `NodeIds` table keyed by instruction name: the stages of one XLA pipeline
 share it, so an instruction keeps its id from pass to pass and the viewer diffs by id.
@@ -36,6 +39,10 @@ class NodeIds:
 
     def __call__(self, key: str) -> int:
         return self._ids.setdefault(key, len(self._ids))
+
+    def get(self, key: str) -> int | None:
+        """The id already handed out for `key`, if any."""
+        return self._ids.get(key)
 
 
 def from_hlo(text: str, ids: NodeIds | None = None) -> Graph:

@@ -122,6 +122,7 @@ class XlaTrace(Trace):
     sharded program, the SPMD story (`spmd()`)."""
 
     compilation: XlaCompilation
+    node_ids: NodeIds  # instruction name -> node id, shared by the stages
 
     def spmd(self) -> SpmdSummary:
         """Which stages propagate shardings and partition, the collectives and the user's line
@@ -193,5 +194,5 @@ def trace_of(comp: XlaCompilation, args: tuple[Any, ...]) -> XlaTrace:
         stages[k:] = [replace(s, report=replace(s.report, notes=(*s.report.notes, note)))
                       for s in stages[k:]]
     result = XlaTrace(traced, stages, tuple(args))
-    result.compilation = comp
+    result.compilation, result.node_ids = comp, ids
     return result

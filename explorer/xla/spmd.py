@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..frontend.hlo import parse_hlo
 from ..frontend.hlo_spmd import COLLECTIVES
 from ..ir.graph import Graph, Node, Source, TupleType
 from ..ir.ops.regions import bodies
@@ -67,6 +68,21 @@ class ShapeChange:
 
 
 @dataclass(frozen=True)
+class ValueSharding:
+    """The sharding XLA's propagation gave one value of the entry computation."""
+
+    node: int  # its node id in the propagation stage's graph
+    op: str  # our op (an opaque node: its HLO opcode)
+    type: str  # its global type
+    sharding: str  # as XLA printed it
+    source: Source | None
+
+    def __str__(self) -> str:
+        where = f"  at {self.source}" if self.source is not None else ""
+        return f"%{self.node:<5}{self.op:<20}{self.type:>18}  {self.sharding}{where}"
+
+
+@dataclass(frozen=True)
 class SpmdSummary:
     devices: int
     propagation: tuple[str, ...]  # stage names
@@ -75,6 +91,9 @@ class SpmdSummary:
     collectives: tuple[Collective, ...]
     shapes: tuple[ShapeChange, ...]
     memory: Any = None  # XLA's CompiledMemoryStats: per device for a partitioned program
+    shardings: tuple[ValueSharding, ...] = ()  # after the (last) propagation stage
+
+    SHOWN = 40  # values listed by str(); `shardings` holds them all
 
     def inserted(self) -> tuple[Collective, ...]:
         """The collectives XLA inserted (not written by the program)."""
@@ -87,6 +106,11 @@ class SpmdSummary:
                      + ("  (from here on, shapes are per device)" if self.partitioning else ""))
         lines.append("passes on collectives: " + (", ".join(self.collective_passes) or
                                                   "(none changed the module)"))
+        if self.shardings:
+            lines.append(f"shardings after {self.propagation[-1]} ({len(self.shardings)} values):")
+            lines += [f"  {v}" for v in self.shardings[: self.SHOWN]]
+            if len(self.shardings) > self.SHOWN:
+                lines.append(f"  ... and {len(self.shardings) - self.SHOWN} more")
         if self.shapes:
             lines.append("shapes, global -> per device:")
             lines += [f"  {s}" for s in self.shapes]
@@ -149,12 +173,34 @@ def spmd_summary(trace: Any) -> SpmdSummary:
                 comm = {a: v for a, v in n.attrs.items() if a not in ("opcode", "text", "type")}
                 found.append(Collective(s.name, n.attrs["opcode"], str(n.type), comm, n.source))
     shapes = _shapes(stages[0].graph, stages[k].graph) if k is not None else ()
+    propagation = [s for s in stages if pass_of(s.name) in PROPAGATION_PASSES]
+    shardings = _shardings(trace, propagation[-1]) if propagation and comp is not None else ()
     return SpmdSummary(devices, tuple(s.name for s in stages if pass_of(s.name) in
                                       PROPAGATION_PASSES),
                        stages[k].name if k is not None else None,
                        tuple(s.name for s in stages if is_collective_pass(s.name)), tuple(found),
                        shapes,
-                       comp.memory if comp is not None else None)
+                       comp.memory if comp is not None else None, shardings)
+
+
+def _shardings(trace: Any, stage: Any) -> tuple[ValueSharding, ...]:
+    """The entry computation's shardings in the dump a stage was read from, on the stage's
+    nodes (our mapped ops keep no `sharding` attribute: the interpreters pass every attribute
+    to the op's reference, so XLA's shardings of them are listed here)."""
+    files = [n[len("file: "):] for n in stage.report.notes if n.startswith("file: ")]
+    dump = next((d for d in trace.compilation.dumps if d.file in files), None)
+    ids = getattr(trace, "node_ids", None)
+    if dump is None or ids is None:
+        return ()
+    out = []
+    for ins in parse_hlo(dump.text).entry.instructions:
+        nid = ids.get(ins.name)
+        if "sharding" not in ins.attrs or nid is None or nid not in stage.graph:
+            continue
+        n = stage.graph[nid]
+        op = n.attrs["opcode"] if n.op == "opaque" else n.op
+        out.append(ValueSharding(nid, op, str(n.type), ins.attrs["sharding"].text, n.source))
+    return tuple(out)
 
 
 def _shapes(before: Graph, after: Graph) -> tuple[ShapeChange, ...]:

@@ -44,6 +44,8 @@ def story(name: str) -> dict[str, Any]:
                          "attrs": {a: str(v) for a, v in c.attrs.items()}}
                         for c in s.collectives],
         "shapes": [[c.what, c.global_type, c.device_type, c.sharding] for c in s.shapes],
+        "shardings": [[v.op, v.type, v.sharding, v.source.line if v.source else None]
+                      for v in s.shardings],
         "jax_shard_shapes": [list(w) for w in want],
         "per_device_notes": [any(nt.startswith("per device") for nt in st.report.notes)
                              for st in trace.stages],

@@ -21,9 +21,9 @@ PROGRAMS = Path(__file__).with_name("spmd_programs.py")
 NAMES = ["dp_mlp", "tp_mlp", "shard_map_psum", "shard_map_collectives", "attention"]
 
 
-def _run(devices: int, *argv: str) -> list[dict[str, Any]]:
+def _run(devices: int, *argv: str, **env_vars: str) -> list[dict[str, Any]]:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-           "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+           "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT), **env_vars}
     done = subprocess.run([sys.executable, "-m", "tests.xla.spmd_check", *argv], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -90,6 +90,12 @@ def test_tensor_parallel_mlp_with_sharding_constraint() -> None:
     assert (shapes["parameter w1.1"], shapes["parameter w2.1"]) == ("f32[32,16]", "f32[16,32]")
     (ar,) = inserted(s, "all-reduce")
     assert ar["stage"] == s["partitioning"] and ar["line"] == line_of("return h @ w2")
+    # what propagation decided, by the user's lines: the constraint (a copy in HLO) and the
+    # values before it split by columns
+    constraint = line_of("jax.lax.with_sharding_constraint(h")
+    assert ["copy", "f32[64,64]", "{devices=[1,4]<=[4]}", constraint] in s["shardings"]
+    assert ["tanh", "f32[64,64]", "{devices=[1,4]<=[4]}", line_of("h = jnp.tanh(x @ w1)")] \
+        in s["shardings"]
     assert ar["type"] == "f32[64,32]" and "'axis_1'" in ar["attrs"]["replica_groups"]
 
 
@@ -122,6 +128,16 @@ def test_sharded_attention_block() -> None:
     assert ar["type"] == "f32[2,16,32]"
 
 
+def test_gspmd_propagation_is_a_stage_too() -> None:
+    """With JAX's older partitioner (GSPMD), XLA's `sharding-propagation` pass is the stage."""
+    (s,) = _run(4, "tp_mlp", JAX_USE_SHARDY_PARTITIONER="false")
+    assert s["propagation"] == ["spmd-partitioner.sharding-propagation"]
+    assert any(x.endswith(".spmd-partitioning") for x in s["stages"])
+    (ar,) = inserted(s, "all-reduce")
+    assert ar["line"] == line_of("return h @ w2")
+    assert s["partitioned_params"] == s["jax_shard_shapes"]
+
+
 def test_eight_devices() -> None:
     (s,) = _run(8, "dp_mlp")
     shapes = {w: d for w, _, d, _ in s["shapes"]}
@@ -135,3 +151,17 @@ def test_more_devices_than_exist_says_how_to_get_them() -> None:
     assert r["error"] is not None
     assert "needs 8 devices" in r["error"] and "has 4" in r["error"]
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=8" in r["error"]
+
+
+def test_one_device_program_has_no_partitioning() -> None:
+    """In this process (one device): the summary says there is nothing to partition."""
+    import numpy as np
+
+    import explorer as gx
+
+    trace = gx.xla_pipeline(lambda a, b: (a @ b).sum(), np.ones((8, 4), np.float32),
+                            np.ones((4, 2), np.float32))
+    s = trace.spmd()
+    assert (s.devices, s.partitioning, s.collectives, s.shapes) == (1, None, (), ())
+    assert "XLA's memory on its one device: arguments 160 B" in trace.summary()
+    assert "per device" not in trace.summary()
