@@ -45,7 +45,8 @@ def dp_mlp(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
 
 def tp_mlp(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """A tensor-parallel MLP: w1 split by columns, w2 by rows, the hidden activation
-    constrained to be split by its features (with_sharding_constraint)."""
+    constrained to be split by its features (with_sharding_constraint). Not jitted: the
+    arguments' own shardings (device_put) say how it is split."""
     m = mesh(("model", n))
 
     def f(x: Any, w1: Any, w2: Any) -> Any:
@@ -57,7 +58,7 @@ def tp_mlp(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     args = (jax.device_put(x, NamedSharding(m, P())),
             jax.device_put(w1, NamedSharding(m, P(None, "model"))),
             jax.device_put(w2, NamedSharding(m, P("model", None))))
-    return jax.jit(f), args
+    return f, args
 
 
 def shard_map_psum(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:

@@ -104,3 +104,31 @@ def test_async_halves_are_collectives() -> None:
     assert {"all-reduce-start", "all-reduce-done", "all-gather-start",
             "collective-permute-done", "reduce-scatter"} <= COLLECTIVES
     assert not is_collective("add")
+
+
+def test_async_collective_halves_import() -> None:
+    """GPU pipelines split collectives into -start/-done pairs; both halves are named nodes."""
+    text = """HloModule m
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main (p: f32[8]) -> f32[32] {
+  %p = f32[8]{0} parameter(0)
+  %ars = f32[8]{0} all-reduce-start(%p), channel_id=1, replica_groups={{0,1,2,3}}, to_apply=%add
+  %ard = f32[8]{0} all-reduce-done(%ars)
+  %ags = (f32[8]{0}, f32[32]{0}) all-gather-start(%ard), channel_id=2,
+    replica_groups={{0,1,2,3}}, dimensions={0}
+  ROOT %agd = f32[32]{0} all-gather-done(%ags)
+}
+"""
+    g = gx.from_hlo(text)
+    check_imported(g)
+    by_op = {n.attrs["opcode"]: n for n in _collectives(g)}
+    assert list(by_op) == ["all-reduce-start", "all-reduce-done", "all-gather-start",
+                           "all-gather-done"]
+    assert by_op["all-reduce-start"].attrs["reduction"] == "add"
+    assert by_op["all-gather-start"].attrs["dimensions"] == (0,)
+    assert str(by_op["all-gather-start"].type) == "(f32[8], f32[32])"
+    assert str(by_op["all-gather-done"].type) == "f32[32]"
