@@ -17,6 +17,7 @@ share it, so an instruction keeps its id from pass to pass and the viewer diffs 
 
 from __future__ import annotations
 
+import os
 import re
 
 from ..ir import dtypes
@@ -200,14 +201,16 @@ class _Translator:
         md = A.metadata(self.src, meta)
         op_name = str(md.get("op_name", ""))
         if "source_file" in md and isinstance(md.get("source_line"), int):
-            return Source(display_file(str(md["source_file"])), int(md["source_line"]), op_name)
+            return _users(Source(display_file(str(md["source_file"])), int(md["source_line"]),
+                                 op_name), str(md["source_file"]))
         frame = md.get("stack_frame_id")
         loc = self.m.file_locations.get(self.m.stack_frames.get(frame, -1)) if isinstance(
             frame, int) else None
         if loc is None or loc[0] not in self.m.file_names:
             return None
-        return Source(display_file(self.m.file_names[loc[0]]), loc[2],
-                      self.m.function_names.get(loc[1], op_name))
+        file = self.m.file_names[loc[0]]
+        return _users(Source(display_file(file), loc[2],
+                             self.m.function_names.get(loc[1], op_name)), file)
 
     # ---------------------------------------------------------------- instructions
 
@@ -242,6 +245,17 @@ class _Translator:
         attrs = Attrs({"opcode": ins.opcode, "text": ins.text, "type": str(t),
                        **spmd_attrs(self.m, ins)})
         return Node(self.ids(self.key(sc, ins.name)), "opaque", inputs, attrs, t, source)
+
+
+# The explorer's own lowering code: an instruction JAX located there (a shard_map's boundary,
+# a jitted function's result sharding, traced while xla_pipeline lowers the function) has no
+# line of the user's, and gets none rather than ours.
+_OWN = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d, "")
+             for d in ("xla", "frontend"))
+
+
+def _users(source: Source, file: str) -> Source | None:
+    return None if os.path.abspath(file).startswith(_OWN) else source
 
 
 def _topological(src: str, comp: Computation) -> list[Instruction]:

@@ -102,8 +102,11 @@ class SpmdSummary:
     def __str__(self) -> str:
         lines = [f"SPMD over {self.devices} device{'s' if self.devices != 1 else ''}"]
         lines.append("sharding propagation: " + (", ".join(self.propagation) or "(no stage)"))
+        inside = (self.partitioning or "").startswith(f"{PARTITIONER_CLEANUP}.")
         lines.append(f"partitioning: {self.partitioning or '(no stage)'}"
-                     + ("  (from here on, shapes are per device)" if self.partitioning else ""))
+                     + (" (the spmd-partitioning pass's output, dumped as the cleanup pipeline "
+                        "it runs inside itself starts)" if inside else "")
+                     + ("; from here on, shapes are per device" if self.partitioning else ""))
         lines.append("passes on collectives: " + (", ".join(self.collective_passes) or
                                                   "(none changed the module)"))
         if self.shardings:

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 import explorer as gx
+from explorer.ir.ops.regions import bodies
 from tests.xla.spmd_programs import PROGRAMS
 
 
@@ -57,9 +58,21 @@ def story(name: str) -> dict[str, Any]:
                    "temp": s.memory.temp_size_in_bytes},
         "summary": trace.summary(),
         "story": str(s),
+        "own_lines": sorted({str(nd.source) for st in trace.stages for nd in _walk(st.graph)
+                             if nd.source is not None and ("explorer/xla/" in nd.source.file or
+                                                           "explorer/frontend/" in nd.source.file)}),
+        "user_lines": len({str(nd.source) for st in trace.stages for nd in _walk(st.graph)
+                           if nd.source is not None}),
         "partitioned_text_reads_back": gx.parse(str(trace.stages[k].graph)) ==
         trace.stages[k].graph if k is not None else None,
     }
+
+
+def _walk(g: Any) -> Any:
+    for nd in g.nodes:
+        yield nd
+        for _, body in bodies(nd):
+            yield from _walk(body)
 
 
 def too_many(need: int) -> dict[str, Any]:

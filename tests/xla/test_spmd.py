@@ -64,6 +64,9 @@ def test_partitioning_stages_and_per_device_shapes(name: str) -> None:
     assert "XLA's memory per device (each of 4)" in s["summary"]
     assert "one device's program" in s["summary"]
     assert s["partitioned_text_reads_back"]
+    # lines are the user's: never the explorer's own lowering code (where JAX locates a
+    # shard_map's boundaries when xla_pipeline lowers the function)
+    assert s["own_lines"] == [] and s["user_lines"] > 0
 
 
 def test_data_parallel_mlp() -> None:
