@@ -19,6 +19,7 @@ import numpy as np
 
 import explorer as gx
 from explorer.ir.ops.regions import bodies
+from explorer.xla import compare_with_xla
 from tests.xla.spmd_programs import PROGRAMS
 
 
@@ -63,6 +64,7 @@ def story(name: str) -> dict[str, Any]:
                                                            "explorer/frontend/" in nd.source.file)}),
         "user_lines": len({str(nd.source) for st in trace.stages for nd in _walk(st.graph)
                            if nd.source is not None}),
+        "side_by_side_label": compare_with_xla(fn, *args).xla.label if name == "tp_mlp" else None,
         "partitioned_text_reads_back": gx.parse(str(trace.stages[k].graph)) ==
         trace.stages[k].graph if k is not None else None,
     }

@@ -91,6 +91,7 @@ def test_tensor_parallel_mlp_with_sharding_constraint() -> None:
     s = stories(4)["tp_mlp"]
     shapes = {w: d for w, _, d, _ in s["shapes"]}
     assert (shapes["parameter w1.1"], shapes["parameter w2.1"]) == ("f32[32,16]", "f32[16,32]")
+    assert s["side_by_side_label"] == "XLA (cpu, per device of 4)"  # compare_with_xla's column
     (ar,) = inserted(s, "all-reduce")
     assert ar["stage"] == s["partitioning"] and ar["line"] == line_of("return h @ w2")
     # what propagation decided, by the user's lines: the constraint (a copy in HLO) and the
