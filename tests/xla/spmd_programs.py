@@ -61,6 +61,46 @@ def tp_mlp(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return f, args
 
 
+def _tp_loss(m: Mesh, hidden: Any) -> Callable[..., Any]:
+    def loss(x: Any, w1: Any, w2: Any, y: Any) -> Any:
+        h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(m, hidden))
+        return jnp.mean((h @ w2 - y) ** 2)
+
+    return loss
+
+
+def tp_mlp_step(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A tensor-parallel training step: w1 by columns, w2 by rows, the hidden activation
+    constrained to its feature split; the gradients keep the weights' shardings."""
+    m = mesh(("model", n))
+    loss = _tp_loss(m, P(None, "model"))
+
+    def step(x: Any, w1: Any, w2: Any, y: Any) -> Any:
+        g1, g2 = jax.grad(loss, argnums=(1, 2))(x, w1, w2, y)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    rep, cols, rows = (NamedSharding(m, P()), NamedSharding(m, P(None, "model")),
+                       NamedSharding(m, P("model", None)))
+    return jax.jit(step, in_shardings=(rep, cols, rows, rep), out_shardings=(cols, rows)), \
+        _mlp_args()
+
+
+def dp_tp_mlp_step(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """Both at once on a 2-D mesh (data × model): the batch split over `data`, the weights
+    over `model`."""
+    m = mesh(("data", 2), ("model", n // 2))
+    loss = _tp_loss(m, P("data", "model"))
+
+    def step(x: Any, w1: Any, w2: Any, y: Any) -> Any:
+        g1, g2 = jax.grad(loss, argnums=(1, 2))(x, w1, w2, y)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    batch, cols, rows = (NamedSharding(m, P("data", None)), NamedSharding(m, P(None, "model")),
+                         NamedSharding(m, P("model", None)))
+    return jax.jit(step, in_shardings=(batch, cols, rows, batch), out_shardings=(cols, rows)), \
+        _mlp_args()
+
+
 def shard_map_psum(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """shard_map: each device multiplies its rows, then the partial products are summed."""
     m = mesh(("x", n))
@@ -112,5 +152,6 @@ def attention(n: int = 4) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return jf, (x, *ws)
 
 
-PROGRAMS = {"dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "shard_map_psum": shard_map_psum,
+PROGRAMS = {"dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "tp_mlp_step": tp_mlp_step,
+            "dp_tp_mlp_step": dp_tp_mlp_step, "shard_map_psum": shard_map_psum,
             "shard_map_collectives": shard_map_collectives, "attention": attention}

@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).with_name("spmd_programs.py")
-NAMES = ["dp_mlp", "tp_mlp", "shard_map_psum", "shard_map_collectives", "attention"]
+NAMES = ["dp_mlp", "tp_mlp", "tp_mlp_step", "dp_tp_mlp_step", "shard_map_psum",
+         "shard_map_collectives", "attention"]
 
 
 def _run(devices: int, *argv: str, **env_vars: str) -> list[dict[str, Any]]:
@@ -101,6 +102,26 @@ def test_tensor_parallel_mlp_with_sharding_constraint() -> None:
     assert ["tanh", "f32[64,64]", "{devices=[1,4]<=[4]}", line_of("h = jnp.tanh(x @ w1)")] \
         in s["shardings"]
     assert ar["type"] == "f32[64,32]" and "'axis_1'" in ar["attrs"]["replica_groups"]
+
+
+def test_tensor_parallel_training_step() -> None:
+    s = stories(4)["tp_mlp_step"]
+    shapes = {w: d for w, _, d, _ in s["shapes"]}
+    assert shapes["output 0"] == "f32[32,16]" and shapes["output 1"] == "f32[16,32]"
+    # the forward's partial products of h @ w2 are summed over the model axis
+    lines = {c["line"] for c in inserted(s, "all-reduce")}
+    assert line_of("return jnp.mean((h @ w2 - y) ** 2)") in lines
+
+
+def test_data_and_tensor_parallel_on_a_2d_mesh() -> None:
+    s = stories(4)["dp_tp_mlp_step"]
+    shapes = {w: d for w, _, d, _ in s["shapes"]}
+    assert shapes["parameter x.1"] == "f32[32,32]" and shapes["parameter w1.1"] == "f32[32,32]"
+    groups = {c["attrs"]["replica_groups"] for c in inserted(s, "all-reduce")}
+    # devices (data, model) = [[0, 1], [2, 3]]: sums over the model axis pair 0-1 and 2-3,
+    # sums over the data axis (the weight gradients) pair 0-2 and 1-3
+    assert "{{0,1},{2,3}}" in groups and "{{0,2},{1,3}}" in groups
+    assert any("all-reduce-combiner" in p for p in s["collective_passes"])
 
 
 def test_shard_map_psum() -> None:
