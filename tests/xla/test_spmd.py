@@ -164,11 +164,19 @@ def test_gspmd_propagation_is_a_stage_too() -> None:
 
 
 def test_eight_devices() -> None:
-    (s,) = _run(8, "dp_mlp")
-    shapes = {w: d for w, _, d, _ in s["shapes"]}
-    assert shapes["parameter x.1"] == "f32[8,32]"
-    assert s["partitioned_params"] == s["jax_shard_shapes"]
-    assert "each of 8" in s["summary"]
+    got = {s["program"]: s for s in _run(8, "dp_mlp", "dp_tp_mlp_step", "shard_map_collectives",
+                                         "attention")}
+    for s in got.values():
+        assert s["devices"] == 8 and s["partitioning"] in s["stages"]
+        assert s["partitioned_params"] == s["jax_shard_shapes"]
+        assert s["memory"]["argument"] == s["final_param_bytes"]
+        assert "each of 8" in s["summary"]
+    assert {w: d for w, _, d, _ in got["dp_mlp"]["shapes"]}["parameter x.1"] == "f32[8,32]"
+    # 8 devices split the 4 heads' features too: the scores need a sum of their own
+    (scores,) = [c for c in inserted(got["attention"], "all-reduce") if c["type"] != "f32[2,16,32]"]
+    assert scores["line"] == line_of('scores = jnp.einsum("bqhd,bkhd->bhqk", q, k)')
+    gathered = [c for c in got["shard_map_collectives"]["collectives"] if c["opcode"] == "all-gather"]
+    assert [c["type"] for c in gathered] == ["f32[16,32]"]
 
 
 def test_more_devices_than_exist_says_how_to_get_them() -> None:
