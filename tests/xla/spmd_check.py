@@ -92,9 +92,23 @@ def too_many(need: int) -> dict[str, Any]:
     return {"error": None}
 
 
+def abstract() -> dict[str, Any]:
+    from jax.sharding import AbstractMesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    sharding = NamedSharding(AbstractMesh((8,), ("x",)), P("x"))
+    try:
+        gx.xla_pipeline(jax.jit(lambda x: x * 2, in_shardings=sharding),
+                        np.ones((16, 3), np.float32))
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"error": None}
+
+
 def main(argv: list[str]) -> None:
     if argv[0] == "toomany":
         print(json.dumps(too_many(int(argv[1]))))
+        print(json.dumps(abstract()))
         return
     for name in argv:
         print(json.dumps({"program": name, **story(name)}))

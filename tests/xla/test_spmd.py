@@ -180,7 +180,9 @@ def test_eight_devices() -> None:
 
 
 def test_more_devices_than_exist_says_how_to_get_them() -> None:
-    (r,) = _run(4, "toomany", "8")
+    r, a = _run(4, "toomany", "8")
+    assert a["error"] is not None and "AbstractMesh" in a["error"]
+    assert "--xla_force_host_platform_device_count" in a["error"]
     assert r["error"] is not None
     assert "needs 8 devices" in r["error"] and "has 4" in r["error"]
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=8" in r["error"]
