@@ -21,6 +21,7 @@ import jax
 from ..frontend.arguments import ArgSpec
 from ..frontend.hlo_graph import NodeIds, from_hlo
 from ..frontend.jaxpr import Traced, arg_names
+from ..frontend.locations import user_location
 from ..passes.base import PassReport
 from ..trace import Stage, Trace
 from .dumps import DumpFile, module_body, read_dump
@@ -104,7 +105,8 @@ def devices_needed(e: BaseException) -> str | None:
     if m := _TOO_FEW.search(text):
         need = math.prod(int(d) for d in m.group(2).split(",") if d.strip())
         return (f"the program's mesh needs {need} devices, but JAX has {have} "
-                f"({jax.devices()[0].platform}). {HOST_DEVICES_HINT.format(n=need)}")
+                f"({jax.devices()[0].platform}){user_location(e)}. "
+                f"{HOST_DEVICES_HINT.format(n=need)}")
     if "AbstractMesh" in text:
         return (f"the program's mesh is abstract (an AbstractMesh, no devices); JAX has {have} "
                 f"device(s). Give it a Mesh of real devices. {HOST_DEVICES_HINT.format(n='N')}")

@@ -185,6 +185,7 @@ def test_more_devices_than_exist_says_how_to_get_them() -> None:
     assert "--xla_force_host_platform_device_count" in a["error"]
     assert r["error"] is not None
     assert "needs 8 devices" in r["error"] and "has 4" in r["error"]
+    assert "spmd_check.py" in r["error"] and "jax.make_mesh((need,)" in r["error"]  # the line
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=8" in r["error"]
 
 
