@@ -1,5 +1,6 @@
 """XLA's own pipeline as stages of our explorer: per-compilation dumps, parsed with
-frontend.hlo, and a side-by-side of our pipeline's result with XLA's."""
+frontend.hlo, a side-by-side of our pipeline's result with XLA's, and, for a sharded program,
+the SPMD story (sharding propagation, partitioning, collectives, per-device shapes and memory)."""
 
 from .pipeline import XlaCompilation, XlaTrace, compile_with_dumps, xla_pipeline
 from .side_by_side import Comparison, compare_with_xla

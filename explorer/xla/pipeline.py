@@ -60,14 +60,16 @@ def compile_with_dumps(fn: Callable[..., Any], *args: Any, backend: str = "cpu")
     except RuntimeError as e:
         raise ValueError(f"no {backend!r} device for XLA to compile for: {e}") from None
     spec = ArgSpec.of(args)  # static leaves (functions, config) are closed over, as we trace
-    flat_fn, dynamic = spec.closed(fn), spec.dynamic_leaves(args, str)
+    flat_fn = spec.closed(fn)
+    dynamic = [_on(x, device) for x in spec.dynamic_leaves(args, str)]
     jitted = hasattr(fn, "lower") and not spec.static
     with tempfile.TemporaryDirectory(prefix="gambit-xla-") as folder:
         options = {"xla_dump_to": folder, "xla_dump_hlo_pass_re": ".*",
                    "xla_dump_hlo_as_text": True}
         try:
             with jax.default_device(device):
-                lowered = fn.lower(*args) if jitted else jax.jit(flat_fn).lower(*dynamic)
+                lowered = (fn.lower(*spec.rebuild(dynamic)) if jitted else
+                           jax.jit(flat_fn).lower(*dynamic))
                 compiled = lowered.compile(compiler_options=options)
         except Exception as e:
             if (message := devices_needed(e)) is not None:
@@ -85,6 +87,15 @@ def compile_with_dumps(fn: Callable[..., Any], *args: Any, backend: str = "cpu")
     name = getattr(fn, "__name__", type(fn).__name__)
     return XlaCompilation(name, backend, tuple(dumps), memory, dict(cost), spec, fn, out_tree,
                           _device_count(compiled))
+
+
+def _on(x: Any, device: Any) -> Any:
+    """An array committed to one device of another platform moves to `device` (the backend
+    asked for); sharded arrays, and the others, stay as they are."""
+    if (isinstance(x, jax.Array) and x.committed and len(x.sharding.device_set) == 1
+            and next(iter(x.sharding.device_set)).platform != device.platform):
+        return jax.device_put(x, device)
+    return x
 
 
 def _device_count(compiled: Any) -> int:
