@@ -26,7 +26,7 @@ from . import hlo_attrs as A
 from .hlo import Computation, HloModule, Instruction, Shape, parse_hlo
 from .hlo_names import sanitize
 from .hlo_ops import MAPPERS, TUPLE_OPCODES, Emitter, Reject, Scope
-from .hlo_spmd import sharding, spmd_attrs
+from .hlo_spmd import leaf_shardings, sharding, spmd_attrs
 from .locations import display_file  # a notebook cell's file reads In[N], as in traced graphs
 
 __all__ = ["NodeIds", "from_hlo", "module_to_graph"]
@@ -163,9 +163,10 @@ class _Translator:
             self.bind(sc, ins, nid, exact)
             return [(index, nid)]
         leaves = []
+        shardings = leaf_shardings(ins, len(t.elements))
         for j, leaf in enumerate(t.elements):  # a tuple parameter: one parameter per element
             leaves.append(sc.add(Node(self.ids(f"{key}#{j}"), "parameter", (), Attrs(
-                {"index": index + j, "name": f"{ins.name}.{j}"}), leaf, source)))
+                {"index": index + j, "name": f"{ins.name}.{j}", **shardings[j]}), leaf, source)))
             sc.exact.add(leaves[-1])
         if exact:
             nid = sc.add(Node(self.ids(key), "tuple", tuple(leaves), Attrs(), t, source))

@@ -42,6 +42,25 @@ def sharding(ins: Instruction) -> dict[str, str]:
     return {"hlo_sharding": a.text} if a is not None else {}
 
 
+def leaf_shardings(ins: Instruction, leaves: int) -> list[dict[str, str]]:
+    """A tuple's sharding `{{replicated}, {devices=[4,1]<=[4]}}` as one per leaf (XLA lists a
+    tuple's shardings flat, one per leaf); nothing when it is not such a list."""
+    a = ins.attrs.get("sharding")
+    body = a.text.strip() if a is not None else ""
+    if not (body.startswith("{{") and body.endswith("}}")):
+        return [{} for _ in range(leaves)]
+    parts, depth, start = [], 0, 1
+    for k, c in enumerate(body[1:-1], 1):
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            parts.append(body[start:k].strip())
+            start = k + 1
+    parts.append(body[start:-1].strip())
+    if len(parts) != leaves:
+        return [{} for _ in range(leaves)]
+    return [{"hlo_sharding": p} for p in parts]
+
+
 def spmd_attrs(module: HloModule, ins: Instruction) -> dict[str, Any]:
     """The sharding and, for a collective or SPMD custom call, its communication attributes."""
     out: dict[str, Any] = dict(sharding(ins))

@@ -132,3 +132,15 @@ ENTRY %main (p: f32[8]) -> f32[32] {
     assert by_op["all-gather-start"].attrs["dimensions"] == (0,)
     assert str(by_op["all-gather-start"].type) == "(f32[8], f32[32])"
     assert str(by_op["all-gather-done"].type) == "f32[32]"
+
+
+def test_tuple_parameter_shardings_go_to_its_leaves() -> None:
+    text = """ENTRY %main (p: (f32[8], f32[4,2])) -> f32[8] {
+  %p = (f32[8]{0}, f32[4,2]{1,0}) parameter(0), sharding={{replicated}, {devices=[4,1]<=[4]}}
+  ROOT %g = f32[8]{0} get-tuple-element(%p), index=0
+}
+"""
+    g = gx.from_hlo(text)
+    check_imported(g)
+    assert [p.attrs.get("hlo_sharding") for p in g.param_nodes] == [
+        "{replicated}", "{devices=[4,1]<=[4]}"]
