@@ -95,6 +95,9 @@ class SpmdSummary:
 
     SHOWN = 40  # values listed by str(); `shardings` holds them all
 
+    def __repr__(self) -> str:  # a notebook shows the story, not the fields
+        return str(self)
+
     def inserted(self) -> tuple[Collective, ...]:
         """The collectives XLA inserted (not written by the program)."""
         return tuple(c for c in self.collectives if c.stage != "traced")

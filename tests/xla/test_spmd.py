@@ -199,5 +199,7 @@ def test_one_device_program_has_no_partitioning() -> None:
                             np.ones((4, 2), np.float32))
     s = trace.spmd()
     assert (s.devices, s.partitioning, s.collectives, s.shapes) == (1, None, (), ())
+    assert repr(s) == str(s) and str(s).startswith("SPMD over 1 device\n")
+    assert "partitioning: (no stage)" in str(s) and "collectives: none" in str(s)
     assert "XLA's memory on its one device: arguments 160 B" in trace.summary()
     assert "per device" not in trace.summary()
