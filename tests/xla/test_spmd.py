@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import cache
@@ -93,6 +94,13 @@ def test_tensor_parallel_mlp_with_sharding_constraint() -> None:
     shapes = {w: d for w, _, d, _ in s["shapes"]}
     assert (shapes["parameter w1.1"], shapes["parameter w2.1"]) == ("f32[32,16]", "f32[16,32]")
     assert s["side_by_side_label"] == "XLA (cpu, per device of 4)"  # compare_with_xla's column
+    story = s["story"]  # str(trace.spmd()), readable
+    assert re.search(r"parameter w1\.1 +f32\[32,64\] -> f32\[32,16\] +\{devices=\[1,4\]<=\[4\]\}",
+                     story)
+    assert re.search(r"in spmd-cleanup\.pipeline-start \(the SPMD partitioner\):\n +all-reduce -> "
+                     r"f32\[64,32\] replica_groups=mesh\[.*\} reduction=add +at .*spmd_programs\.py:"
+                     + str(line_of("return h @ w2")), story)
+    assert "XLA's memory per device (each of 4): arguments 12.0 KiB" in story
     (ar,) = inserted(s, "all-reduce")
     assert ar["stage"] == s["partitioning"] and ar["line"] == line_of("return h @ w2")
     # what propagation decided, by the user's lines: the constraint (a copy in HLO) and the
