@@ -368,6 +368,8 @@ def _attribute(t: _Tokens) -> tuple[str, Attribute]:
         end = t.group_end() if tok.kind == "punct" and tok.text in _OPEN else t.next().end
     if end == start:
         raise t.error(f"expected a value for {key.text!r}")
+    if t.text.startswith("mesh[", start) and t.at("{"):
+        end = t.group_end()  # replica groups over a mesh: mesh['x'=4,'y'=2] {'x'}
     return key.text, Attribute(key.text, t.text[start:end], start)
 
 

@@ -5,8 +5,11 @@ broadcast_in_dim, reduce with an add computation -> reduce_sum, select -> select
 cases swapped, ...). Each mapping is checked against the op table's own type rule and the type
 XLA declared; anything that does not fit, and every op our table lacks, becomes an `opaque`
 node that keeps XLA's opcode, its text and its declared type, so every module imports and
-verifies. Fusions become `kernel` regions, calls `call`, loops `while`, branches `conditional`;
-tuples that HLO passes into and out of computations are flattened into separate values.
+verifies. The collectives and SPMD instructions of partitioned modules are such opaque nodes,
+named by their opcode and carrying their communication attributes and XLA's sharding
+(hlo_spmd); parameters carry their sharding too. Fusions become `kernel` regions, calls
+`call`, loops `while`, branches `conditional`; tuples that HLO passes into and out of
+computations are flattened into separate values.
 
 Node ids come from a `NodeIds` table keyed by instruction name: the stages of one XLA pipeline
 share it, so an instruction keeps its id from pass to pass and the viewer diffs by id.
@@ -14,6 +17,7 @@ share it, so an instruction keeps its id from pass to pass and the viewer diffs 
 
 from __future__ import annotations
 
+import os
 import re
 
 from ..ir import dtypes
@@ -22,6 +26,7 @@ from . import hlo_attrs as A
 from .hlo import Computation, HloModule, Instruction, Shape, parse_hlo
 from .hlo_names import sanitize
 from .hlo_ops import MAPPERS, TUPLE_OPCODES, Emitter, Reject, Scope
+from .hlo_spmd import leaf_shardings, sharding, spmd_attrs
 from .locations import display_file  # a notebook cell's file reads In[N], as in traced graphs
 
 __all__ = ["NodeIds", "from_hlo", "module_to_graph"]
@@ -35,6 +40,10 @@ class NodeIds:
 
     def __call__(self, key: str) -> int:
         return self._ids.setdefault(key, len(self._ids))
+
+    def get(self, key: str) -> int | None:
+        """The id already handed out for `key`, if any."""
+        return self._ids.get(key)
 
 
 def from_hlo(text: str, ids: NodeIds | None = None) -> Graph:
@@ -150,13 +159,14 @@ class _Translator:
         key = self.key(sc, ins.name)
         if isinstance(t, TensorType):
             nid = sc.add(Node(self.ids(key), "parameter", (), Attrs(
-                {"index": index, "name": ins.name}), t, source))
+                {"index": index, "name": ins.name, **sharding(ins)}), t, source))
             self.bind(sc, ins, nid, exact)
             return [(index, nid)]
         leaves = []
+        shardings = leaf_shardings(ins, len(t.elements))
         for j, leaf in enumerate(t.elements):  # a tuple parameter: one parameter per element
             leaves.append(sc.add(Node(self.ids(f"{key}#{j}"), "parameter", (), Attrs(
-                {"index": index + j, "name": f"{ins.name}.{j}"}), leaf, source)))
+                {"index": index + j, "name": f"{ins.name}.{j}", **shardings[j]}), leaf, source)))
             sc.exact.add(leaves[-1])
         if exact:
             nid = sc.add(Node(self.ids(key), "tuple", tuple(leaves), Attrs(), t, source))
@@ -192,14 +202,16 @@ class _Translator:
         md = A.metadata(self.src, meta)
         op_name = str(md.get("op_name", ""))
         if "source_file" in md and isinstance(md.get("source_line"), int):
-            return Source(display_file(str(md["source_file"])), int(md["source_line"]), op_name)
+            return _users(Source(display_file(str(md["source_file"])), int(md["source_line"]),
+                                 op_name), str(md["source_file"]))
         frame = md.get("stack_frame_id")
         loc = self.m.file_locations.get(self.m.stack_frames.get(frame, -1)) if isinstance(
             frame, int) else None
         if loc is None or loc[0] not in self.m.file_names:
             return None
-        return Source(display_file(self.m.file_names[loc[0]]), loc[2],
-                      self.m.function_names.get(loc[1], op_name))
+        file = self.m.file_names[loc[0]]
+        return _users(Source(display_file(file), loc[2],
+                             self.m.function_names.get(loc[1], op_name)), file)
 
     # ---------------------------------------------------------------- instructions
 
@@ -231,8 +243,20 @@ class _Translator:
 
     def opaque(self, sc: Scope, ins: Instruction, inputs: tuple[int, ...], t: Type,
                source: Source | None) -> Node:
-        attrs = Attrs({"opcode": ins.opcode, "text": ins.text, "type": str(t)})
+        attrs = Attrs({"opcode": ins.opcode, "text": ins.text, "type": str(t),
+                       **spmd_attrs(self.m, ins)})
         return Node(self.ids(self.key(sc, ins.name)), "opaque", inputs, attrs, t, source)
+
+
+# The explorer's own lowering code: an instruction JAX located there (a shard_map's boundary,
+# a jitted function's result sharding, traced while xla_pipeline lowers the function) has no
+# line of the user's, and gets none rather than ours.
+_OWN = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d, "")
+             for d in ("xla", "frontend"))
+
+
+def _users(source: Source, file: str) -> Source | None:
+    return None if os.path.abspath(file).startswith(_OWN) else source
 
 
 def _topological(src: str, comp: Computation) -> list[Instruction]:

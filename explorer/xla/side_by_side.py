@@ -110,4 +110,11 @@ def compare_with_xla(fn: Callable[..., Any], *args: Any,
     return Comparison(
         comp.fn_name,
         describe(f"ours ({ours.name})", ours.graph),
-        describe(f"XLA ({backend})", from_hlo(comp.final.text), flops, temp))
+        describe(f"XLA ({backend}{per_device(comp.devices)})", from_hlo(comp.final.text),
+                 flops, temp))
+
+
+def per_device(devices: int) -> str:
+    """', per device of 4' for a program partitioned over several devices: XLA's final module,
+    its cost and memory analyses are one device's."""
+    return f", per device of {devices}" if devices > 1 else ""
