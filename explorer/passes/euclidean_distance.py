@@ -72,6 +72,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ..ir import dtypes
 from ..ir.graph import Node
@@ -99,7 +100,7 @@ def _norm(ctx: RewriteContext, base: int, amap: tuple[int | None, ...], contract
 
 
 def _expand(ctx: RewriteContext, root: Node, sq: Node, diff: Node, x: Node, y: Node,
-            ) -> int | None:
+            *, wide_max: int) -> int | None:
     shape, summed = diff.shape, set(root.attrs["axes"])
     (ab, am), (bb, bm) = (broadcast_view(ctx, v.id, shape) for v in (x, y))
 
@@ -127,7 +128,7 @@ def _expand(ctx: RewriteContext, root: Node, sq: Node, diff: Node, x: Node, y: N
     kept = [k for k in range(len(shape)) if k not in summed]
     out = root.shape
     features = math.prod(shape[k] for k in contract)
-    wide = WIDER.get(root.dtype) if features <= WIDE_MAX_FEATURES else None
+    wide = WIDER.get(root.dtype) if features <= wide_max else None
     dtype = wide or root.dtype
     if wide and features * dtypes.itemsize(root.dtype) <= dtypes.itemsize(wide):
         # the wide N x M result is no smaller than the N x M x K difference
@@ -188,12 +189,21 @@ def noise_bound(dtype: str, features: int) -> float:
 
 
 _DIFF = pat("sub", var("x"), var("y"), name="diff")
-RULES = [
-    Rule(RULE_NAME, pat("reduce_sum", pat(op, _DIFF, name="sq", attrs=attrs), name="root"),
-         _expand)
-    for op, attrs in (("integer_pow", {"y": 2}), ("square", None))
-] + [Rule(RULE_NAME, pat("reduce_sum", pat("mul", _DIFF, _DIFF, name="sq"), name="root"),
-          _expand)]
+
+
+def rules(wide_max_features: int = WIDE_MAX_FEATURES) -> list[Rule]:
+    """The rule in its three spellings of a square, taking the exact wide form up to
+    `wide_max_features` features."""
+    expand = partial(_expand, wide_max=wide_max_features)
+    return [
+        Rule(RULE_NAME, pat("reduce_sum", pat(op, _DIFF, name="sq", attrs=attrs), name="root"),
+             expand)
+        for op, attrs in (("integer_pow", {"y": 2}), ("square", None))
+    ] + [Rule(RULE_NAME, pat("reduce_sum", pat("mul", _DIFF, _DIFF, name="sq"), name="root"),
+              expand)]
+
+
+RULES = rules()
 
 
 @register
@@ -202,6 +212,9 @@ class EuclideanDistance(RulePass):
     """Rewrite the naive pairwise squared distance into its quadratic form (see module doc)."""
 
     name: str = "euclidean-distance"
+    # the exact wide form up to this many features (`euclidean-distance{wide-max-features=64}`)
+    wide_max_features: int = WIDE_MAX_FEATURES
 
     def rule_list(self) -> Sequence[Rule]:
-        return RULES
+        return RULES if self.wide_max_features == WIDE_MAX_FEATURES \
+            else rules(self.wide_max_features)

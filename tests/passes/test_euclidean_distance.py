@@ -292,6 +292,17 @@ def test_few_features_are_computed_wider(dtype: str, features: int, wide: str | 
         assert after[after.outputs[0]].dtype == dtype
 
 
+@pytest.mark.parametrize("limit, wide", [(32, None), (64, "f64"), (0, None)])
+def test_the_wide_form_s_feature_limit_is_an_option(limit: int, wide: str | None) -> None:
+    """`euclidean-distance{wide-max-features=64}` takes 64 float32 features wide; the
+    default (32) does not; 0 never does. The values keep within the semantic test either way."""
+    p = gx.passes.pipeline.parse_spec(f"euclidean-distance{{wide-max-features={limit}}}")[0]
+    assert p.wide_max_features == limit
+    after, report = check_semantics(p, _graph(_naive, (6, 64), (5, 64)))
+    dot = next(n for n in after.nodes if n.op == "dot_general")
+    assert len(report.rewrites) == 1 and dot.dtype == (wide or "f32")
+
+
 _GPU = registry.unavailable_reason("gpu")
 
 
