@@ -149,15 +149,13 @@ print("the distance rewrite moved the numbers:", change.name == "euclidean-dista
 # The pass knows this: with few features it computes the quadratic form in the next wider type
 # (float32 points: float64), and rounds to float32 once at the end. The cancellation then
 # falls far below float32's own rounding, and the result is the correctly rounded distance
-# almost everywhere (the pass's module doc gives the bound). Up to `WIDE_MAX_FEATURES` = 32
-# features it does so by default, where the product's cost is writing its N×M result anyway;
+# almost everywhere (the pass's module doc gives the bound). Up to 32 features (its option
+# `wide-max-features`) it does so by default, where the product's cost is writing its N×M result anyway;
 # beyond, the form stays in the points' type. The same near-tied points in 16 dimensions get
 # the wide form, and no stage moves the numbers:
 
 # %%
-from explorer.passes import euclidean_distance
-
-print("wide up to", euclidean_distance.WIDE_MAX_FEATURES, "features")
+print("wide up to", gx.passes.get("euclidean-distance").wide_max_features, "features")
 A16, B16 = near_tied(16)
 wide = gx.explore(distances, A16, B16)
 print("float64 nodes in the rewrite:",
@@ -168,16 +166,14 @@ print("euclidean-distance within 16 ULPs of float64:",
 print("no stage moved the numbers:", wide_numbers.first_change(rtol=1e-6) is None)
 
 # %% [markdown]
-# The 64-feature points of the first trace get the same fix when the limit is raised to 64
-# (a module setting: the pass reads it when it runs), at twice the arithmetic's cost in the
-# matrix product:
+# The 64-feature points of the first trace get the same fix when the pass's option is raised
+# to 64 in the pipeline (`euclidean-distance{wide-max-features=64}`), at twice the
+# arithmetic's cost in the matrix product:
 
 # %%
-euclidean_distance.WIDE_MAX_FEATURES = 64
-try:
-    fixed = gx.explore(distances, A, B).numerics()
-finally:
-    euclidean_distance.WIDE_MAX_FEATURES = 32
+pipeline = [("euclidean-distance{wide-max-features=64}" if p == "euclidean-distance" else p)
+            for p in DEFAULT_PIPELINE]
+fixed = gx.explore(distances, A, B, pipeline=pipeline).numerics()
 print("64 features, wide form: within 16 ULPs of float64:",
       fixed["euclidean-distance"].max_ulps <= 16)
 print("no stage moved the numbers:", fixed.first_change(rtol=1e-6) is None)
@@ -185,4 +181,98 @@ print("no stage moved the numbers:", fixed.first_change(rtol=1e-6) is None)
 # %% [markdown]
 # ## What if
 #
-# (the what-if controls section follows)
+# The widget can also answer "what if the limit were 64 KiB?" and "what if `cse` did not
+# run?" without tracing the program again. Above the graphs, the **what if** panel has a
+# memory-limit slider (from the smallest limit the split can meet to the one from which
+# nothing needs splitting) with a text box, and a pipeline editor: tick passes on and off,
+# move them earlier or later, or add any registered pass, your own included. Each change
+# plans the traced program again in Python and redraws; a change that cannot be planned is
+# refused, and the plan on show stays.
+#
+# Both controls are traits, so a notebook (or marimo) cell can set them and read the
+# outcome: `w.memory_limit` ("" for none, "64KiB" or a number of bytes), `w.pipeline` (pass
+# names, or specs such as `"split{memory-limit=64KiB}"`) and the read-only `w.whatif`. A
+# saved page shows the plan but needs a kernel to change it.
+
+# %%
+from explorer.units import format_bytes
+
+
+def kernel_sum(x, y, b):
+    d = jnp.sum((x[:, None, :] - y[None, :, :]) ** 2, axis=-1)
+    return jnp.exp(-d) @ b
+
+
+rng = np.random.default_rng(0)
+x, y, b = (rng.standard_normal(s).astype(np.float32) for s in ((400, 3), (300, 3), (300, 2)))
+w = gx.explore(kernel_sum, x, y, b).widget()
+w.index = len(w.stages) - 1  # show the final stage; a new plan keeps it in view
+w
+
+# %% [markdown]
+# With no limit the final stage plans 2 MiB of temporaries: the 400×300×3 differences,
+# the distances and their exponentials. Set a limit from the cell, and the `split` pass joins the pipeline
+# and cuts the program into a loop; `w.whatif` gives the planned peak and the iterations of
+# each split loop (by node id):
+
+
+# %%
+def show(w):
+    s = w.whatif
+    if s["error"]:
+        print("refused:", s["error"])
+        return
+    limit = "none" if s["limit"] is None else format_bytes(s["limit"])
+    loops = ", ".join(f"%{k}: {n} iterations" for k, n in s["chunks"].items()) or "no loop"
+    print(f"limit {limit}: planned peak {format_bytes(s['planned_peak'])}; {loops}")
+    print("stages:", " → ".join(st["name"] for st in w.stages))
+
+
+show(w)
+w.memory_limit = "256KiB"
+show(w)
+w.memory_limit = "64KiB"
+show(w)
+
+# %% [markdown]
+# A smaller limit means smaller chunks and more iterations. How small can it go? Opening
+# the panel finds the range the slider spans; from a cell, `w.find_limits()`: the smallest
+# limit the split can meet, the node that needs it (with your line), and the limit from
+# which nothing needs splitting.
+
+# %%
+s = w.find_limits()
+print("smallest feasible limit:", format_bytes(s["smallest_limit"]))
+print("needed by:", s["needed_by"])
+print("nothing to split from:", format_bytes(s["unsplit_limit"]))
+
+# %% [markdown]
+# A limit below the smallest is refused with that limit and the node, and nothing changes:
+# the trait goes back to the plan on show.
+
+# %%
+w.memory_limit = "4KiB"
+show(w)
+print("memory_limit is still", repr(w.memory_limit))
+
+# %% [markdown]
+# The run tab's runs feed the panel too: after a run of the final stage, `w.whatif` has its
+# measured peak of temporaries and its time, next to the plan.
+
+# %%
+w.run(["reference"], stage=len(w.stages) - 1, baselines=False)
+s = w.whatif
+print("measured:", s["measured"], "| within the limit:", s["measured_peak"] <= s["limit"],
+      "| timed:", s["seconds"] > 0)
+
+# %% [markdown]
+# The pipeline editor offers every registered pass (`gx.passes.names()`, so a pass you
+# registered with `gx.passes.register` is there too). Setting `w.pipeline` recomputes the
+# stages; a name that is not registered is refused with the names that are.
+
+# %%
+print("registered:", ", ".join(w.pass_names))
+w.pipeline = ["simplify", "dot-order", "dce", "fuse"]  # split joins after dot-order
+show(w)
+w.pipeline = ["simplify", "dot-order", "dce", "fusion"]
+show(w)
