@@ -97,9 +97,12 @@ def node_label(n: Node) -> str:
 def node_tooltip(n: Node) -> str:
     args = ", ".join(f"%{i}" for i in n.inputs)
     text = f"%{n.id} = {n.op}({args}) : {n.type} ({_size(n)})"
-    if n.op == "opaque":
+    if n.op == "opaque" and "impl" in n.attrs:
         text += (f"\nJAX primitive {n.attrs.get('opcode', '?')} without a row in the op table:"
                  f" runs through JAX\n{n.attrs.get('text', '')}")
+    elif n.op == "opaque":  # an HLO instruction (xla_pipeline, from_hlo): shown, not run
+        text += (f"\nHLO {n.attrs.get('opcode', '?')} without a row in the op table: shown, "
+                 f"not run\n{n.attrs.get('text', '')}")
     if n.source is not None:
         where = f"{n.source} in {n.source.function}" if n.source.function else str(n.source)
         text += f"\n{where}"

@@ -172,3 +172,14 @@ def test_regions_stay_closed_when_their_bodies_do_not_fit(toy_trace):
     kernel = next(n for n in fused.nodes if n.op == "kernel")
     opened = render(fused, max_nodes=len(fused), opened={f"n{kernel.id}": True}).svg
     assert with_class(opened, f"gx_n{kernel.id}_n{kernel.attrs['body'].nodes[-1].id}")
+
+
+def test_an_opaque_node_s_tooltip_says_whether_it_runs_through_jax_or_is_hlo_shown_only():
+    from explorer.ir.graph import Attrs, Node, TensorType
+    from explorer.view.render import node_tooltip
+
+    t = TensorType((4,), "f32")
+    hlo = Node(3, "opaque", (), Attrs({"opcode": "all-reduce", "text": "all-reduce(p0)"}), t)
+    jaxp = Node(4, "opaque", (), Attrs({"opcode": "pure_callback", "text": "", "impl": object()}), t)
+    assert "HLO all-reduce without a row in the op table: shown, not run" in node_tooltip(hlo)
+    assert "runs through JAX" in node_tooltip(jaxp) and "HLO" not in node_tooltip(jaxp)
