@@ -106,6 +106,7 @@ def step_from_result(g: Graph, n: Node, axis: int, size: int) -> Step | None:
         return None if axis in a["dimensions"] else Step(axis, (axis,))
     if n.op == "slice":
         full = (a["start_indices"][axis] == 0 and a["limit_indices"][axis] == size
+                and _shape(g, n.inputs[0])[axis] == size  # the slice takes the axis whole
                 and (a.get("strides") or (1,) * 99)[axis] == 1)
         return Step(axis, (axis,)) if full else None
     if n.op in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):

@@ -412,3 +412,21 @@ def test_the_pass_called_by_hand_reports_its_remarks() -> None:
     _, report = Split(memory_limit=3 * 2**20)(g)
     assert [r.rule for r in report.remarks] == ["no-splittable-axis"]
     assert report.remarks[0].pass_ == "split"
+
+
+def test_a_slice_shorter_than_its_input_is_no_chunk_of_it() -> None:
+    """`c[:256]` of a 65,536-long `c`, read along a split axis of extent 256: the slice's
+    output chunks are not its input's chunks at the same offsets (the plan once took them to
+    be, and building the loop failed on the 65,536 axis)."""
+    def f(x, y):  # type: ignore[no-untyped-def]
+        c = jnp.cumsum(y * 3.0)
+        return jnp.sum(jnp.exp(x) * 2.0 * c[:256][None, :], axis=1)
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2048, 256)).astype(np.float32) * 0.1
+    y = rng.standard_normal(65536).astype(np.float32) * 1e-3
+    tr = gx.explore(f, x, y, memory_limit="2MiB")
+    assert tr.stage("split").report.rewrites and tr.final.cost.peak_bytes <= 2 * 2**20
+    want = np.asarray(jax.jit(f)(x, y))
+    for backend in ("reference", "cpu"):
+        assert_outputs_close([np.asarray(tr.run(backend=backend).value)], [want])
