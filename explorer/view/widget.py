@@ -234,13 +234,20 @@ class TraceWidget(SyncedTraits):
                                            kernel if isinstance(kernel, int | str) else None)))
 
     def _put(self, row: dict[str, Any]) -> None:
-        """Replace the row with the same key, else add it: baselines first, then stages."""
+        """Replace the row with the same key, else add it: baselines first, in BASELINES'
+        order (NumPy, JAX eager, jax.jit) whichever was measured first, then stages."""
         rows = list(self.run_rows)
         keys = [r.get("key") for r in rows]
+        order = [f"baseline:{b}" for b in BASELINES]
+
+        def rank(key: Any) -> int:
+            return order.index(key) if key in order else len(order)
+
         if row["key"] in keys:
             rows[keys.index(row["key"])] = row
         elif row["kind"] == "baseline":
-            rows.insert(sum(r.get("kind") == "baseline" for r in rows), row)
+            rows.insert(sum(r.get("kind") == "baseline" and rank(r.get("key")) <= rank(row["key"])
+                            for r in rows), row)
         else:
             rows.append(row)
         self.run_rows = rows
