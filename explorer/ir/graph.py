@@ -28,6 +28,7 @@ import numpy as np
 
 from . import dtypes
 from .opaque import OpaqueImpl
+from .sharding import MeshSpec, Sharding, ShardingError, Spec
 
 
 @dataclass(frozen=True)
@@ -326,6 +327,8 @@ def format_value(v: Any, indent: str = "") -> str:
         return print_graph(v, indent)
     if isinstance(v, OpaqueImpl):
         return f"jax<{json.dumps(v.token)}>"
+    if isinstance(v, MeshSpec | Sharding | Spec):
+        return str(v)
     raise TypeError(f"cannot print attribute value {v!r} of type {type(v).__name__}")
 
 
@@ -364,7 +367,26 @@ def format_node(n: Node, indent: str = "  ") -> str:
         s = n.source
         scope = f", {json.dumps(s.scope)}" if s.scope else ""
         text += f" loc({json.dumps(s.file)}, {s.line}, {json.dumps(s.function)}{scope})"
+    per_device = device_shapes(n)
+    if per_device:  # a comment: the parser skips it
+        text += f"  // per device: {per_device}"
     return text
+
+
+def device_shapes(n: Node) -> str:
+    """The per-device types of a sharded node's results ('f32[2,4]'), or '': a parameter or
+    constraint with a `sharding`, and a region over a `mesh` whose body's results are
+    per-device (shard_map)."""
+    s = n.attrs.get("sharding")
+    if isinstance(s, Sharding) and isinstance(n.type, TensorType) and len(s.spec) <= n.type.rank:
+        try:
+            return str(TensorType(s.block_shape(n.type.shape), n.type.dtype))
+        except ShardingError:  # (an axis the mesh lacks: the verifier says so)
+            return ""
+    body = n.attrs.get("body")
+    if isinstance(n.attrs.get("mesh"), MeshSpec) and isinstance(body, Graph):
+        return ", ".join(str(body[o].type) for o in body.outputs if o in body)
+    return ""
 
 
 def print_graph(g: Graph, indent: str = "") -> str:
