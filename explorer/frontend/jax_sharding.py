@@ -1,6 +1,7 @@
 """Sharded JAX programs -> the rows of ir/ops/sharding.py.
 
-  sharding_constraint (with_sharding_constraint)  -> `sharding_constraint` {sharding}; a
+  sharding_constraint (with_sharding_constraint), reshard (JAX's own, in a gradient)
+                                                  -> `sharding_constraint` {sharding}; a
       sharding that does not fit its value (an axis that does not divide) is refused naming
       the dimension, the axis, the mesh and the user's line
   shard_map                                       -> the `shard_map` region (mesh, in/out specs,
@@ -49,12 +50,16 @@ def _add(cv: Converter, op: str, ins: list[int], attrs: dict[str, Any], source: 
         raise TraceError(f"{prim}{_where(source)}: {e}") from None
 
 
-@handles("sharding_constraint")
+@handles("sharding_constraint", "reshard")
 def _constraint(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
-    s = named_sharding(eqn.params["sharding"])
+    prim = eqn.primitive.name
+    s = named_sharding(eqn.params["sharding" if prim == "sharding_constraint" else "dst_sharding"])
     if s is None:  # a sharding of another kind (a single device, positional): JAX runs it
         return cv.opaque(eqn, ins, source)
-    return _add(cv, "sharding_constraint", ins, {"sharding": s}, source, "with_sharding_constraint")
+    attrs: dict[str, Any] = {"sharding": s} if prim == "sharding_constraint" else {
+        "sharding": s, "origin": "reshard"}
+    return _add(cv, "sharding_constraint", ins, attrs, source,
+                "with_sharding_constraint" if prim == "sharding_constraint" else "reshard")
 
 
 def constrain(cv: Converter, nid: int, sharding: Any, origin: str, source: Source | None) -> int:

@@ -69,8 +69,9 @@ class JaxImpl(OpaqueImpl):
         import jax
 
         args = [_wrap_key(x, a) for x, a in zip(xs, self.in_avals)]
-        try:  # a higher-order primitive binds its sub-jaxprs as functions (JAX's subfuns)
-            subfuns, params = self.primitive.get_bind_params(self.params)
+        try:  # a higher-order primitive binds its sub-jaxprs as functions (JAX's subfuns):
+            got = self.primitive.get_bind_params(self.params)  # params (JAX 0.10), or
+            subfuns, params = ([], got) if isinstance(got, dict) else got  # (subfuns, params)
         except (KeyError, TypeError, ValueError) as e:
             raise OpaqueImplError(f"the JAX primitive {self.name!r} of an opaque node cannot be "
                                   f"bound again from its parameters ({type(e).__name__}: {e})") from None
