@@ -41,7 +41,7 @@ from ..graph import Attrs, TensorType, TupleType, Type
 from ..sharding import MeshSpec, Sharding, ShardingError, Spec
 from ..traits import Emit, OpKind, View
 from .regions import graph_flops
-from .table import OpDef, OpError, no_flops, per_element_flops, register, tensor_type
+from .table import OpDef, OpError, no_flops, per_element_flops, register, sample_array, tensor_type
 
 Values = list[Any]  # one value per device, in device order
 
@@ -101,8 +101,13 @@ def _constraint_jax(x: Any, sharding: Sharding, **attrs: Any) -> Any:
 
 # attrs: sharding; origin (optional): "out_shardings" where a jit's out_shardings put it, else
 # the user's with_sharding_constraint. Its value is its input's (a view of it).
+def _constraint_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    """On a one-device mesh: the op tests run with the one device the suite has."""
+    return [sample_array(rng, (4, 6))], {"sharding": Sharding(MeshSpec((("x", 1),)), ((), ("x",)))}
+
+
 register(OpDef("sharding_constraint", OpKind.OTHER, 1, ("sharding", "origin"), _constraint_infer,
-               lambda x, **a: x, no_flops, _constraint_jax, view=View.STRIDED,
+               lambda x, **a: x, no_flops, _constraint_jax, _constraint_sample, view=View.STRIDED,
                optional=("origin",)))
 
 
