@@ -215,7 +215,7 @@ class Converter:
                 continue
             for o in eqn.outvars:  # what becomes a node must have a type the IR has
                 check_element_type(o.aval, name, source)
-            outs = HANDLERS[name](self, eqn, ins, source) if name in HANDLERS else None
+            outs = self.handled(name, eqn, ins, source)
             if outs is None:  # no handler, or the handler leaves it to the op row
                 op = _RENAME.get(name, name)
                 if op not in OPS or OPS[op].sample is None or _on_keys(eqn):  # unchecked row
@@ -226,6 +226,20 @@ class Converter:
             for o, nid in zip(eqn.outvars, outs, strict=True):
                 _check_type(o, self.b.type_of(nid), name, source)
                 env[o] = nid
+
+
+    def handled(self, name: str, eqn: Any, ins: list[int], source: Source | None) -> list[int] | None:
+        """The equation through its handler (None: no handler, or the handler leaves it to the
+        row). A parameter the handler expects and this JAX does not give (a higher-order
+        primitive of another JAX version) is a TraceError naming the primitive, not a KeyError."""
+        if name not in HANDLERS:
+            return None
+        try:
+            return HANDLERS[name](self, eqn, ins, source)
+        except KeyError as e:
+            raise TraceError(f"{name} at {source}: its parameters lack {e} (this JAX states "
+                             f"{name} with {', '.join(sorted(eqn.params))}), which "
+                             f"gambit-explorer does not know") from None
 
 
 def _on_keys(eqn: Any) -> bool:
