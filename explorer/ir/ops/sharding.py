@@ -26,8 +26,9 @@ only on those axes form a group, ordered row-major over `axes`.
                           `concat_axis`
     axis_index            the device's position along `axes` (an i32 scalar)
 
-Passes treat them as barriers: they neither fuse, split nor fold (their traits say so), and
-passes do not descend into a shard_map's body (it is no CONTROL_FLOW region).
+Passes treat them as barriers: their rows say `barrier=True` (and no fuse or split role), so
+no pass folds, fuses or splits them, and passes do not descend into a shard_map's body (it is
+no CONTROL_FLOW region).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _constraint_sample(rng: np.random.Generator) -> tuple[list[np.ndarray], dict
 
 register(OpDef("sharding_constraint", OpKind.OTHER, 1, ("sharding", "origin"), _constraint_infer,
                lambda x, **a: x, no_flops, _constraint_jax, _constraint_sample, view=View.STRIDED,
-               optional=("origin",)))
+               optional=("origin",), barrier=True))
 
 
 # ---------------------------------------------------------------- collectives
@@ -170,7 +171,7 @@ def _collective(name: str, attrs: tuple[str, ...], infer: Callable[..., Type],
                 jax_fn: Callable[..., Any], flops: Any = no_flops, whole: bool = False,
                 arity: int = 1) -> None:
     register(OpDef(name, OpKind.COLLECTIVE, arity, attrs, infer, _collective_ref, flops, jax_fn,
-                   spmd=rule if whole else _per_group(rule), emit=Emit.INTERPRETED))  # type: ignore[arg-type]
+                   spmd=rule if whole else _per_group(rule), emit=Emit.INTERPRETED, barrier=True))  # type: ignore[arg-type]
 
 
 def _lax(name: str, **fixed: str) -> Callable[..., Any]:
@@ -341,7 +342,7 @@ def _region_ref(*args: Any, **attrs: Any) -> Any:
 
 
 register(OpDef("shard_map", OpKind.REGION, None, ("mesh", "in_specs", "out_specs", "body"),
-               _shard_map_infer, _region_ref, _shard_map_flops, emit=Emit.INTERPRETED))
+               _shard_map_infer, _region_ref, _shard_map_flops, emit=Emit.INTERPRETED, barrier=True))
 
 
 def device_types(n: Any) -> list[tuple[TensorType, TensorType]] | None:

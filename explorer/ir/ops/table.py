@@ -75,6 +75,9 @@ class OpDef:
     # A collective's reference over a mesh (ops/sharding.py): (one value per device, the
     # MeshSpec, attrs) -> one result per device.
     spmd: Callable[..., list[Any]] | None = None
+    # A barrier to every pass: no pass folds, fuses, splits or moves values across it (a
+    # collective, a sharding constraint, a shard_map: what they say is about devices).
+    barrier: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", OpKind(self.kind))

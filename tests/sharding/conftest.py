@@ -1,0 +1,33 @@
+"""The sharded tests need several devices, and JAX fixes its host devices when it starts: they
+run in a process of their own, started by test_host_devices.py with
+`XLA_FLAGS=--xla_force_host_platform_device_count=N` and GAMBIT_HOST_DEVICES=N set (once for 4
+devices, once for 8). In the suite's own one-device process only that launcher is collected;
+in the launched one, everything but it.
+
+By hand: `GAMBIT_HOST_DEVICES=4 XLA_FLAGS=--xla_force_host_platform_device_count=4
+python -m pytest -n 0 tests/sharding`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+DEVICES = os.environ.get("GAMBIT_HOST_DEVICES")
+
+if DEVICES is None:
+    collect_ignore_glob = ["test_[!h]*.py"]  # all but test_host_devices.py
+else:
+    collect_ignore = ["test_host_devices.py"]
+
+
+@pytest.fixture(scope="session")
+def devices() -> int:
+    """How many host devices this process has (those it was launched for)."""
+    import jax
+
+    assert DEVICES is not None
+    n = jax.device_count()
+    assert n == int(DEVICES), f"launched for {DEVICES} devices, JAX has {n}: XLA_FLAGS unset?"
+    return n
