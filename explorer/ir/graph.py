@@ -373,20 +373,26 @@ def format_node(n: Node, indent: str = "  ") -> str:
     return text
 
 
-def device_shapes(n: Node) -> str:
-    """The per-device types of a sharded node's results ('f32[2,4]'), or '': a parameter or
-    constraint with a `sharding`, and a region over a `mesh` whose body's results are
-    per-device (shard_map)."""
+def device_types(n: Node) -> list[TensorType] | None:
+    """The per-device types of a sharded node's results, beside its global ones (`n.type`):
+    a parameter or constraint with a `sharding`, and a region over a `mesh` whose body's
+    results are per-device (shard_map); None for any other node. What the text shows after
+    a sharded node (`// per device: f32[2,4]`) and the view beside its shapes."""
     s = n.attrs.get("sharding")
     if isinstance(s, Sharding) and isinstance(n.type, TensorType) and len(s.spec) <= n.type.rank:
         try:
-            return str(TensorType(s.block_shape(n.type.shape), n.type.dtype))
+            return [TensorType(s.block_shape(n.type.shape), n.type.dtype)]
         except ShardingError:  # (an axis the mesh lacks: the verifier says so)
-            return ""
+            return None
     body = n.attrs.get("body")
     if isinstance(n.attrs.get("mesh"), MeshSpec) and isinstance(body, Graph):
-        return ", ".join(str(body[o].type) for o in body.outputs if o in body)
-    return ""
+        return [body[o].type for o in body.outputs if o in body]  # type: ignore[misc]
+    return None
+
+
+def device_shapes(n: Node) -> str:
+    """`device_types` as text ('f32[2,4], f32[2]'), or ''."""
+    return ", ".join(map(str, device_types(n) or ()))
 
 
 def print_graph(g: Graph, indent: str = "") -> str:

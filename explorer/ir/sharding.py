@@ -126,7 +126,7 @@ class Sharding:
         return tuple(self.mesh.linear(c, self.entry(d)) for d in range(rank))
 
     def spec_text(self) -> str:
-        return "P(" + ", ".join(_entry_text(e) for e in self.spec) + ")"
+        return "P" + format_spec(self.spec, bare=True)
 
     def __str__(self) -> str:
         return f"sharding<{self.mesh}, P{format_spec(self.spec, bare=True)}>"
@@ -169,12 +169,6 @@ def spec_entries(spec: Any) -> tuple[Entry, ...]:
     return tuple(out)
 
 
-def _entry_text(e: Entry) -> str:
-    if not e:
-        return "None"
-    return repr(e[0]) if len(e) == 1 else "(" + ", ".join(map(repr, e)) + ")"
-
-
 def _quote(s: str) -> str:
     import json
 
@@ -206,11 +200,3 @@ def entries_from_value(v: Any) -> tuple[Entry, ...]:
         else:
             raise ShardingError(f"bad partition entry {e!r}")
     return tuple(out)
-
-
-def per_device_text(shape: Sequence[int], dtype: str, sharding: Sharding) -> str:
-    """'f32[1024,512] global, f32[256,512] per device' for a tensor and its sharding."""
-    def text(s: Sequence[int]) -> str:
-        return f"{dtype}[{','.join(map(str, s))}]"
-
-    return f"{text(shape)} global, {text(sharding.block_shape(shape))} per device"

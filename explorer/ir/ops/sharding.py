@@ -343,25 +343,3 @@ def _region_ref(*args: Any, **attrs: Any) -> Any:
 
 register(OpDef("shard_map", OpKind.REGION, None, ("mesh", "in_specs", "out_specs", "body"),
                _shard_map_infer, _region_ref, _shard_map_flops, emit=Emit.INTERPRETED, barrier=True))
-
-
-def device_types(n: Any) -> list[tuple[TensorType, TensorType]] | None:
-    """(global type, per-device type) of each of a node's results where it has a sharding (a
-    sharded parameter, a constraint, a shard_map's results), else None: what the view shows
-    beside the global shapes."""
-    if n.op in ("parameter", "sharding_constraint") and isinstance(n.attrs.get("sharding"), Sharding):
-        s = n.attrs["sharding"]
-        return [(n.type, TensorType(s.block_shape(n.type.shape), n.type.dtype))]
-    if n.op == "shard_map":
-        body = n.attrs["body"]
-        outs = n.type.elements if isinstance(n.type, TupleType) else (n.type,)
-        return [(t, body[o].type) for t, o in zip(outs, body.outputs)]
-    return None
-
-
-def device_text(n: Any) -> str | None:
-    """'f32[8,4] global, f32[2,4] per device' (one part per result), or None."""
-    pairs = device_types(n)
-    if pairs is None:
-        return None
-    return "; ".join(f"{g} global, {d} per device" for g, d in pairs)
