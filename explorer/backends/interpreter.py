@@ -29,7 +29,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from ..ir.ops import OPS
 from ..ir.ops.regions import bodies
+from ..ir.traits import OpKind
 from . import control_flow, spmd
 from .combine import Combiner, chunk_of, span_types
 from .control_flow import elements, one_or_tuple
@@ -136,6 +138,8 @@ class Interpreter:
         region = _REGIONS.get(n.op)
         if region is not None:
             return region(self, n, vals)
+        if OPS[n.op].kind == OpKind.COLLECTIVE and spmd.in_shard_map():
+            return spmd.collective(n, vals)  # the devices of the shard_map meet here
         if n.op == "dot_general":
             return self.run_dot(n, vals)
         return self.run_op(n, vals)

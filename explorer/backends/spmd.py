@@ -1,19 +1,21 @@
-"""A `shard_map` on one host: its body run on every device of its mesh in lockstep, the
-reference semantics of a sharded program (ir/ops/sharding.py).
+"""A `shard_map` on one host: its body run once per device of its mesh, the collectives
+combining the devices' values, the reference semantics of a sharded program
+(ir/ops/sharding.py).
 
-Each input is split per its in_spec into the blocks the devices hold; the body's nodes run in
-order, each on every device's values: an ordinary op through the body's interpreter (so every
-backend computes the body as it computes anything), a collective through its row's `spmd`
-reference over all devices' values at once. Each result's blocks are put back together per
-its out_spec (a dimension the spec leaves whole is device 0's copy along it). Values are
-dropped after their last use, as the interpreter core drops them.
+Each input is split per its in_spec into the blocks the devices hold. Every device runs the
+body on its blocks through the body's interpreter (so every backend computes a body as it
+computes anything, nested control flow included), each in a thread of its own; a collective
+is where they meet: each device leaves its value, and once all have, the row's `spmd`
+reference computes every device's result from all of them at once (a scan of ppermutes, a
+ring, runs as it reads). Each result's blocks are then put back together per its out_spec (a
+dimension the spec leaves whole is the copy of the first device holding it).
 
-A collective inside a region nested in the body (a scan of psums) is not run here: it raises,
-naming the node.
+An error on one device stops the others at their next collective, and is raised here.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from itertools import product
 from typing import Any
@@ -23,8 +25,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.graph import Node
 from ..ir.ops import OPS
-from ..ir.sharding import Sharding
-from ..ir.traits import OpKind
+from ..ir.sharding import MeshSpec, Sharding
 from .control_flow import one_or_tuple
 
 
@@ -50,44 +51,78 @@ def assemble(blocks: Sequence[Any], s: Sharding, shape: Sequence[int]) -> np.nda
     return out
 
 
+class _Devices:
+    """The devices of one shard_map run, meeting at collectives."""
+
+    def __init__(self, mesh: MeshSpec) -> None:
+        self.mesh = mesh
+        self.barrier = threading.Barrier(mesh.size)
+        self.slots: list[Any] = [None] * mesh.size
+        self.results: list[Any] = []
+
+    def collective(self, device: int, n: Node, value: Any) -> Any:
+        self.slots[device] = value
+        if self.barrier.wait() == 0:  # one thread computes, once every device has left its value
+            row = OPS[n.op]
+            assert row.spmd is not None
+            try:
+                self.results = row.spmd(list(self.slots), self.mesh, n.attrs)
+            except BaseException:
+                self.barrier.abort()
+                raise
+        self.barrier.wait()
+        out = np.asarray(self.results[device], dtype=dtypes.to_numpy(n.type.dtype))  # type: ignore[union-attr]
+        self.barrier.wait()  # (every device has its result before the slots are reused)
+        return out
+
+
+_HERE = threading.local()  # the device this thread runs: (its _Devices, its index)
+
+
+def in_shard_map() -> bool:
+    """Whether this thread runs a device of a shard_map body (where collectives meet)."""
+    return getattr(_HERE, "device", None) is not None
+
+
+def collective(n: Node, vals: Sequence[Any]) -> Any:
+    """Collective `n` on this device's value: every device's result, once all have come."""
+    devices, d = _HERE.device
+    return devices.collective(d, n, vals[0] if vals else None)
+
+
 def run_shard_map(interp: Any, n: Node, vals: Sequence[Any]) -> Any:
     """`n`'s results: its body on every device (see the module doc). `interp` is the
-    interpreter the node is in; the body's ops run on its child interpreter."""
+    interpreter the node is in; the body runs on its child interpreter."""
     a = n.attrs
-    mesh, body = a["mesh"], a["body"]
+    mesh = a["mesh"]
     child = interp.child(n)
-    devices = range(mesh.size)
-    envs: list[dict[int, Any]] = [{} for _ in devices]
-    for p, x, spec in zip(body.params, vals, a["in_specs"]):
-        s = spec.on(mesh)
-        for d in devices:
-            envs[d][p] = block(x, s, d)
-    frees = child.frees
-    for node in body.nodes:
-        if node.op == "parameter":
-            continue
-        row = OPS[node.op]
-        ins = [[env[i] for i in node.inputs] for env in envs]
-        if row.kind == OpKind.COLLECTIVE:
-            assert row.spmd is not None
-            if row.arity == 0:
-                outs = row.spmd([None] * mesh.size, mesh, node.attrs)
-            else:
-                outs = row.spmd([x[0] for x in ins], mesh, node.attrs)
-            outs = [_as(node, o) for o in outs]
-        else:
-            outs = [child.run_node(node, x) for x in ins]
-        del ins
-        for env, o in zip(envs, outs):
-            env[node.id] = o
-            for dead in frees.get(node.id, ()):
-                env.pop(dead, None)
-    results = []
-    for k, (o, spec) in enumerate(zip(body.outputs, a["out_specs"])):
-        t = n.type.elements[k] if len(body.outputs) > 1 else n.type
-        results.append(assemble([env[o] for env in envs], spec.on(mesh), t.shape))
+    child.compile_bodies()  # (made now: the device threads share them)
+    specs = [s.on(mesh) for s in a["in_specs"]]
+    inputs = [[block(x, s, d) for x, s in zip(vals, specs)] for d in range(mesh.size)]
+    devices = _Devices(mesh)
+    outs: list[Any] = [None] * mesh.size
+    errors: list[BaseException] = []
+
+    def run(d: int) -> None:
+        _HERE.device = (devices, d)
+        try:
+            outs[d] = child.evaluate(inputs[d])
+        except threading.BrokenBarrierError:
+            pass  # another device failed: its error is the one raised
+        except BaseException as e:  # noqa: BLE001  (raised in the caller's thread below)
+            errors.append(e)
+            devices.barrier.abort()
+        finally:
+            _HERE.device = None
+
+    threads = [threading.Thread(target=run, args=(d,), name=f"device {d}") for d in range(mesh.size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    types = n.type.elements if len(a["body"].outputs) > 1 else (n.type,)  # type: ignore[union-attr]
+    results = [assemble([o[k] for o in outs], spec.on(mesh), t.shape)  # type: ignore[union-attr]
+               for k, (spec, t) in enumerate(zip(a["out_specs"], types))]
     return one_or_tuple(results)
-
-
-def _as(node: Node, value: Any) -> np.ndarray:
-    return np.asarray(value, dtype=dtypes.to_numpy(node.type.dtype))
