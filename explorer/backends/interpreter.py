@@ -185,7 +185,7 @@ class Interpreter:
                                      a["num_consts"], a["num_carry"], self.xp)
 
     def run_shard_map(self, n: Node, vals: Sequence[Any]) -> Any:
-        """Its body on every device of its mesh in lockstep, collectives across them
+        """Its body on every device of its mesh (a thread each), meeting at collectives
         (backends/spmd.py): the global semantics, on one host."""
         return spmd.run_shard_map(self, n, vals)
 

@@ -1,5 +1,5 @@
 """A shard_map run on one host (backends/spmd.py): each input split per its in_spec, the body
-on every device in lockstep with the collectives across them, the results put together per
+on every device, the collectives across them, the results put together per
 the out_specs; checked here against NumPy written out by hand (against jax.jit on host
 devices: tests/sharding)."""
 
@@ -10,6 +10,7 @@ import pytest
 
 from explorer.backends.registry import run_graph
 from explorer.backends.spmd import assemble, block
+from explorer.ir.opaque import OpaqueImplError
 from explorer.ir.ops.sharding import DeviceCountError, groups
 from explorer.ir.parser import parse
 from explorer.ir.sharding import MeshSpec, Sharding
@@ -89,3 +90,22 @@ def test_too_few_devices_say_how_many_and_the_flag() -> None:
     with pytest.raises(DeviceCountError, match=r"needs 8 devices, but JAX has 1 .*"
                                                r"--xla_force_host_platform_device_count=8"):
         run_graph(parse(SHARD_MAP), [A], "jax")
+
+
+def test_a_device_that_fails_stops_the_others_and_its_error_is_raised() -> None:
+    """Devices y=0 fail in their branch, the others wait at the psum: they are released."""
+    body = """    %1 = i32[] axis_index() {axes=("y",)}
+    %2 = f32[4,4] conditional(%1, %0, %0) {branches=(graph @fails {
+        %0 = f32[4,4] parameter() {index=0, name="b"}
+        %1 = f32[4,4] opaque(%0) {opcode="boom", text="", type="f32[4,4]", impl=jax<"boom:unbound">}
+        return %1
+      }, graph @passes {
+        %0 = f32[4,4] parameter() {index=0, name="b"}
+        return %0
+      })}
+    %3 = f32[4,4] psum(%2) {axes=("y",)}
+    return %3"""
+    g = parse(_graph(body, "f32[8,16]", 'P("x", "y")'))
+    verify(g)
+    with pytest.raises(OpaqueImplError, match="boom"):
+        run_graph(g, [A], "reference")

@@ -12,7 +12,7 @@ dimension an out_spec leaves whole is every device's copy (they agree, as JAX ch
 
 A collective (kind `collective`) runs only inside a shard_map body: its `spmd` field is its
 reference semantics over every device's value at once (a list, one per device, in device
-order), which the interpreter calls when it runs a body on all devices in lockstep
+order), which the interpreter calls where the devices running a body meet
 (backends/spmd.py). Its `axes` name the mesh axes it combines over: the devices that differ
 only on those axes form a group, ordered row-major over `axes`.
 
