@@ -171,7 +171,7 @@ def _collective(name: str, attrs: tuple[str, ...], infer: Callable[..., Type],
                 jax_fn: Callable[..., Any], flops: Any = no_flops, whole: bool = False,
                 arity: int = 1) -> None:
     register(OpDef(name, OpKind.COLLECTIVE, arity, attrs, infer, _collective_ref, flops, jax_fn,
-                   spmd=rule if whole else _per_group(rule), emit=Emit.INTERPRETED, barrier=True))  # type: ignore[arg-type]
+                   spmd=rule if whole else _per_group(rule), barrier=True))  # type: ignore[arg-type]
 
 
 def _lax(name: str, **fixed: str) -> Callable[..., Any]:
