@@ -78,3 +78,9 @@ def test_bad_sharding_text_says_where() -> None:
         parse('graph @g {\n  %0 = f32[8] parameter() {index=0, m=mesh<"x"=-2>}\n  return %0\n}')
     with pytest.raises(ParseError, match="partition entry"):
         parse('graph @g {\n  %0 = f32[8] parameter() {index=0, m=P(3)}\n  return %0\n}')
+
+
+def test_a_collective_over_an_axis_the_mesh_lacks_is_refused() -> None:
+    bad = SHARD_MAP.replace('psum(%0) {axes=("x",)}', 'psum(%0) {axes=("z",)}')
+    with pytest.raises(Exception, match=r'combines over axis z, which mesh<"x"=2, "y"=4> lacks'):
+        verify(parse(bad))

@@ -41,8 +41,8 @@ import numpy as np
 from ..graph import Attrs, TensorType, TupleType, Type
 from ..sharding import MeshSpec, Sharding, ShardingError, Spec
 from ..traits import Emit, OpKind, View
-from .regions import graph_flops
-from .table import OpDef, OpError, no_flops, per_element_flops, register, sample_array, tensor_type
+from .regions import bodies, graph_flops
+from .table import OPS, OpDef, OpError, no_flops, per_element_flops, register, sample_array, tensor_type
 
 Values = list[Any]  # one value per device, in device order
 
@@ -307,6 +307,18 @@ def _specs(a: Attrs, key: str, n: int) -> tuple[Spec, ...]:
     return specs
 
 
+def _check_axes(g: Any, mesh: MeshSpec) -> None:
+    """Every collective in `g` (and the bodies inside it) combines over axes of `mesh`."""
+    for n in g.nodes:
+        if n.op in OPS and OPS[n.op].kind == OpKind.COLLECTIVE:
+            missing = [ax for ax in n.attrs.get("axes", ()) if ax not in mesh.names]
+            if missing:
+                raise OpError(f"shard_map: {n.describe()} combines over axis "
+                              f"{', '.join(missing)}, which {mesh} lacks")
+        for _, inner in bodies(n):
+            _check_axes(inner, mesh)
+
+
 def _shard_map_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
     mesh, body = a["mesh"], a["body"]
     if not isinstance(mesh, MeshSpec):
@@ -322,6 +334,7 @@ def _shard_map_infer(ts: Sequence[TensorType], a: Attrs) -> Type:
         if p.type != block:
             raise OpError(f"shard_map: input {k} ({t}) split per {spec} on {mesh} is {block} "
                           f"per device, but the body's parameter is {p.type}")
+    _check_axes(body, mesh)
     outs = [tensor_type(body[o].type, "shard_map body output") for o in body.outputs]
     results = []
     for t, spec in zip(outs, _specs(a, "out_specs", len(outs))):
