@@ -90,7 +90,15 @@ def _static_hint(e: BaseException) -> str:
 
 
 def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
+    """JAX's message, its first line; where that line ends in a colon (shard_map's refusal of
+    a split that does not divide, say) the two lines it introduces too (the mesh, and which
+    axis does not divide which dimension), not the advice that follows."""
+    lines = [line.strip() for line in str(e).strip().splitlines()]
+    first = (lines or [""])[0]
+    if not first.endswith(":"):
+        return first
+    detail = [line for line in lines[1:] if line][:2]
+    return " ".join([first, *detail])
 
 
 def arg_names(fn: Callable[..., Any] | None, paths: Sequence[Any]) -> list[str]:

@@ -78,3 +78,15 @@ def test_an_opaque_shard_map_binds_its_body(devices: int) -> None:
     broken = JaxImpl(eqn.primitive, {}, impl.in_avals, impl.out_avals)
     with pytest.raises(OpaqueImplError, match="shard_map"):
         broken(a)
+
+
+def test_a_shard_map_spec_that_does_not_divide_passes_jaxs_message_with_the_line(devices: int) -> None:
+    m = mesh((devices,), ("x",))
+
+    def f(a):
+        return jax.shard_map(lambda b: b * 2, mesh=m, in_specs=P("x"), out_specs=P("x"))(a)  # line
+
+    with pytest.raises(TraceError) as e:
+        gx.explore(f, np.ones((devices + 2, 2), np.float32))
+    text = str(e.value)
+    assert f"{devices + 2}" in text and "test_bad_input.py" in text and "shard_map" in text
