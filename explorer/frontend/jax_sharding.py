@@ -76,6 +76,8 @@ def constrain(cv: Converter, nid: int, sharding: Any, origin: str, source: Sourc
             raise TraceError(f"{e}{_where(source)}") from None
         cv.b.set_attr(nid, "sharding", s)
         return nid
+    if origin == "out_shardings" and node.source is not None:
+        source = node.source  # the line that made the output (the jit's may be no user's)
     return _add(cv, "sharding_constraint", [nid], {"sharding": s, "origin": origin}, source,
                 f"jit's {origin}")[0]
 
