@@ -47,3 +47,17 @@ def test_a_handler_missing_a_parameter_names_the_primitive(monkeypatch: pytest.M
     monkeypatch.setitem(HANDLERS, "sin", lambda cv, eqn, ins, source: [eqn.params["subfuns"]])
     with pytest.raises(TraceError, match=r"sin at .*lack 'subfuns'.*gambit-explorer does not know"):
         gx.explore(jnp.sin, np.ones(3, np.float32))
+
+
+def test_a_nested_jits_in_shardings_on_an_intermediate_become_a_constraint() -> None:
+    inner = jax.jit(lambda h: h + 1, in_shardings=NamedSharding(MESH, P("d")))
+
+    def f(x):
+        return inner(x * 2)
+
+    x = np.ones((4, 3), np.float32)
+    g = gx.explore(f, x, pipeline=[]).stages[0].graph
+    (c,) = [n for n in g.nodes if n.op == "sharding_constraint"]
+    assert c.attrs["origin"] == "in_shardings" and g[c.inputs[0]].op == "mul"
+    assert "sharding" not in g.param_nodes[0].attrs
+    np.testing.assert_array_equal(gx.explore(f, x, pipeline=[]).run(x).value, x * 2 + 1)
