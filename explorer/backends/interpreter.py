@@ -14,7 +14,7 @@ A backend subclasses it and overrides only what differs:
   run_dot(node, values)       dot_general (default: run_op)
   compile_kernel(node, name)  a fused kernel -> a callable with name/source/seconds, or None
                               to run the kernel's body node by node
-  run_while / run_conditional / run_scan
+  run_while / run_conditional / run_scan / run_shard_map
                               control flow (JAX lowers them to lax), chunk (slicing)
 and, for the executable's side, prepare / execute / run (how it is measured).
 Region bodies get child interpreters of the same class, made once per node.
@@ -29,8 +29,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from ..ir.ops import OPS
 from ..ir.ops.regions import bodies
-from . import control_flow
+from ..ir.traits import OpKind
+from . import control_flow, spmd
 from .combine import Combiner, chunk_of, span_types
 from .control_flow import elements, one_or_tuple
 
@@ -136,6 +138,8 @@ class Interpreter:
         region = _REGIONS.get(n.op)
         if region is not None:
             return region(self, n, vals)
+        if OPS[n.op].kind == OpKind.COLLECTIVE and spmd.in_shard_map():
+            return spmd.collective(n, vals)  # the devices of the shard_map meet here
         if n.op == "dot_general":
             return self.run_dot(n, vals)
         return self.run_op(n, vals)
@@ -179,6 +183,11 @@ class Interpreter:
         a = n.attrs
         return control_flow.run_scan(self.body_function(n), vals, n.type, a["length"], a["reverse"],
                                      a["num_consts"], a["num_carry"], self.xp)
+
+    def run_shard_map(self, n: Node, vals: Sequence[Any]) -> Any:
+        """Its body on every device of its mesh (a thread each), meeting at collectives
+        (backends/spmd.py): the global semantics, on one host."""
+        return spmd.run_shard_map(self, n, vals)
 
     def run_loop(self, n: Node, vals: Sequence[Any]) -> Any:
         """A split loop: the body on each chunk (the tail body on a shorter last chunk), the
@@ -229,4 +238,5 @@ _REGIONS: dict[str, Callable[[Interpreter, Node, Sequence[Any]], Any]] = {
     "conditional": lambda self, n, v: self.run_conditional(n, v),
     "loop": lambda self, n, v: self.run_loop(n, v),
     "scan": lambda self, n, v: self.run_scan(n, v),
+    "shard_map": lambda self, n, v: self.run_shard_map(n, v),
 }

@@ -4,7 +4,10 @@ XLA" can be timed against "XLA alone" (jax.jit of the user's function).
 It is the interpreter core run on traced JAX values, under `jax.jit`: each op lowers through
 its op-table row's `jax` field. Regions: a `kernel` or `call` body is inlined (XLA re-fuses it
 as it likes); `while` becomes `lax.while_loop`, `conditional` `lax.switch` and `scan`
-`lax.scan` (never unrolled: XLA sees the loop). A split `loop`
+`lax.scan` (never unrolled: XLA sees the loop), `shard_map` `jax.shard_map` on a mesh of the
+devices JAX has (a sharded parameter is put on the devices as its sharding says, a
+`sharding_constraint` is `with_sharding_constraint`; too few devices say how many are
+needed, ir/ops/sharding.py). A split `loop`
 is the core's chunk loop, unrolled while tracing, with each chunk's results combined by
 backends/combine.py on jax.numpy. Being
 unrolled, XLA sees every chunk and may schedule them together, so the loop's memory bound
@@ -30,6 +33,8 @@ from ..ir import dtypes
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
 from ..ir.ops.regions import bodies, scan_groups
+from ..ir.ops.sharding import jax_mesh, jax_sharding, jax_spec
+from ..ir.sharding import Sharding
 from ..options import CompileOptions
 from .control_flow import one_or_tuple
 from .interpreter import Interpreter
@@ -72,6 +77,13 @@ class JaxInterpreter(Interpreter):
         final, ys = jax.lax.scan(step, tuple(carry), tuple(xs), length=a["length"],
                                  reverse=a["reverse"])
         return one_or_tuple([*final, *ys])
+
+    def run_shard_map(self, n: Node, vals: Sequence[Any]) -> Any:
+        a, body = n.attrs, self.child(n)
+        fn = jax.shard_map(lambda *xs: tuple(body.evaluate(xs)), mesh=jax_mesh(a["mesh"]),
+                           in_specs=tuple(jax_spec(s) for s in a["in_specs"]),
+                           out_specs=tuple(jax_spec(s) for s in a["out_specs"]), check_vma=False)
+        return one_or_tuple(list(fn(*vals)))
 
     def run_conditional(self, n: Node, vals: Sequence[Any]) -> Any:
         branches, operands = n.attrs["branches"], list(vals[1:])
@@ -167,7 +179,14 @@ class JaxExecutable:
         return self._typed(jax.jit(fn))
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
-        return [jax.device_put(a) for a in check_args(self.graph, args)]
+        """The arguments on the devices: laid out as their parameters' shardings say (on a
+        mesh of the devices JAX has), else on the default device."""
+        out = []
+        for p, a in zip(self.graph.param_nodes, check_args(self.graph, args)):
+            s = p.attrs.get("sharding")
+            out.append(jax.device_put(a, jax_sharding(s)) if isinstance(s, Sharding)
+                       else jax.device_put(a))
+        return out
 
     def execute(self, prepared: Sequence[Any]) -> list[Any]:
         return self(prepared)

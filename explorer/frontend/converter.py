@@ -32,7 +32,10 @@ _INLINE = {"pjit", "jit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call
            "remat", "remat2", "checkpoint", "closed_call", "core_call", "custom_lin"}
 _SUBJAXPR_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 # Primitives that are the identity on values.
-_IDENTITY = {"stop_gradient", "optimization_barrier"}
+# (pvary marks a shard_map value as varying over mesh axes: a type-level fact.)
+_IDENTITY = {"stop_gradient", "optimization_barrier", "pvary"}
+# Inlined calls whose parameters may carry shardings (in_shardings, out_shardings).
+_JIT = {"pjit", "jit"}
 # JAX primitive name -> our op name, where they differ.
 _RENAME = {"copy_p": "copy"}
 
@@ -53,6 +56,13 @@ def handles(*names: str) -> Callable[[Handler], Handler]:
         return fn
 
     return register
+
+
+# How a jit's in/out shardings apply to its inputs/outputs, registered by
+# frontend/jax_sharding.py as handlers are: (cv, eqn, node ids, "in_shardings" |
+# "out_shardings", source) -> the node ids to use.
+Shardings = Callable[["Converter", Any, list[int], str, "Source | None"], list[int]]
+JIT_SHARDINGS: list[Shardings] = []
 
 
 class TraceError(ValueError):
@@ -193,15 +203,19 @@ class Converter:
                     outs = self.opaque(eqn, ins, source)
                 else:
                     inner = scoped(source, join_scopes(scope, call_name(eqn, sub)))
+                    for apply in JIT_SHARDINGS if name in _JIT else ():
+                        ins = apply(self, eqn, ins, "in_shardings", source)
                     with (self.calls.entering(source, inner, function_name(eqn, sub))
                           if self.calls is not None else contextlib.nullcontext()):
                         outs = self.inline(sub, ins, inner)
+                    for apply in JIT_SHARDINGS if name in _JIT else ():
+                        outs = apply(self, eqn, outs, "out_shardings", source)
                 for o, nid in zip(eqn.outvars, outs, strict=True):
                     env[o] = nid
                 continue
             for o in eqn.outvars:  # what becomes a node must have a type the IR has
                 check_element_type(o.aval, name, source)
-            outs = HANDLERS[name](self, eqn, ins, source) if name in HANDLERS else None
+            outs = self.handled(name, eqn, ins, source)
             if outs is None:  # no handler, or the handler leaves it to the op row
                 op = _RENAME.get(name, name)
                 if op not in OPS or OPS[op].sample is None or _on_keys(eqn):  # unchecked row
@@ -212,6 +226,20 @@ class Converter:
             for o, nid in zip(eqn.outvars, outs, strict=True):
                 _check_type(o, self.b.type_of(nid), name, source)
                 env[o] = nid
+
+
+    def handled(self, name: str, eqn: Any, ins: list[int], source: Source | None) -> list[int] | None:
+        """The equation through its handler (None: no handler, or the handler leaves it to the
+        row). A parameter the handler expects and this JAX does not give (a higher-order
+        primitive of another JAX version) is a TraceError naming the primitive, not a KeyError."""
+        if name not in HANDLERS:
+            return None
+        try:
+            return HANDLERS[name](self, eqn, ins, source)
+        except KeyError as e:
+            raise TraceError(f"{name} at {source}: its parameters lack {e} (this JAX states "
+                             f"{name} with {', '.join(sorted(eqn.params))}), which "
+                             f"gambit-explorer does not know") from None
 
 
 def _on_keys(eqn: Any) -> bool:

@@ -23,7 +23,7 @@ from ..ir.ops import OpError
 from .converter import Converter, TraceError, handles
 
 
-def _region(cv: Converter, op: str, ins: Sequence[int], attrs: dict[str, Any],
+def region_results(cv: Converter, op: str, ins: Sequence[int], attrs: dict[str, Any],
             source: Source | None, wanted: Sequence[int]) -> list[int]:
     """Add region `op` and return the ids of its results at positions `wanted`."""
     try:
@@ -52,7 +52,7 @@ def _scan(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> lis
     attrs = {"length": int(p["length"]), "reverse": bool(p["reverse"]),
              "num_consts": num_consts, "num_carry": num_carry,
              "body": cv.region(p["jaxpr"], "scan_body", source)}
-    return _region(cv, "scan", ins, attrs, source, range(len(eqn.outvars)))
+    return region_results(cv, "scan", ins, attrs, source, range(len(eqn.outvars)))
 
 
 @handles("while")
@@ -66,7 +66,7 @@ def _while(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> li
     body = _with_params(body, 0, types[:nc], "cond_const")
     body = Graph(body.nodes, body.params, (*body.params[:nc + nb], *body.outputs), body.name)
     n = nc + nb
-    return _region(cv, "while", ins, {"cond": cond, "body": body}, source,
+    return region_results(cv, "while", ins, {"cond": cond, "body": body}, source,
                    range(n, n + len(eqn.outvars)))
 
 
@@ -81,7 +81,7 @@ def _cond(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> lis
         return cv.inline(eqn.params["branches"][pick], operands, source)
     branches = tuple(cv.region(br, f"branch{k}", source)
                      for k, br in enumerate(eqn.params["branches"]))
-    return _region(cv, "conditional", [index, *operands * len(branches)],
+    return region_results(cv, "conditional", [index, *operands * len(branches)],
                    {"branches": branches}, source, range(len(eqn.outvars)))
 
 

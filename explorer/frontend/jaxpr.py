@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir.builder import GraphBuilder
 from ..ir.graph import Graph
-from . import jax_control, jax_params, jax_random  # noqa: F401  (they register their handlers)
+from . import jax_control, jax_params, jax_random, jax_sharding  # noqa: F401  (they register their handlers)
 from .arguments import ArgSpec, ArgumentMismatch, host_value
 from .converter import (
     Converter,
@@ -69,9 +69,10 @@ def trace(fn: Callable[..., Any], *args: Any) -> Traced:
     calls = CallLog()
     cv = Converter(GraphBuilder(name=graph_name(fn_name)), calls)
     env: dict[Any, int] = {}
-    for var, name in zip(closed.jaxpr.invars, names):
+    for var, name, x in zip(closed.jaxpr.invars, names, dynamic):
         check_element_type(var.aval, f"argument {name}", None)
         env[var] = cv.b.param(aval_type(var.aval), name)
+        jax_sharding.argument_sharding(cv, env[var], x)  # an argument laid out over devices
     for var, const in zip(closed.jaxpr.constvars, closed.consts):
         env[var] = cv.constant(const)
     cv.emit(closed.jaxpr, env)
@@ -89,7 +90,15 @@ def _static_hint(e: BaseException) -> str:
 
 
 def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
+    """JAX's message, its first line; where that line ends in a colon (shard_map's refusal of
+    a split that does not divide, say) the two lines it introduces too (the mesh, and which
+    axis does not divide which dimension), not the advice that follows."""
+    lines = [line.strip() for line in str(e).strip().splitlines()]
+    first = (lines or [""])[0]
+    if not first.endswith(":"):
+        return first
+    detail = [line for line in lines[1:] if line][:2]
+    return " ".join([first, *detail])
 
 
 def arg_names(fn: Callable[..., Any] | None, paths: Sequence[Any]) -> list[str]:

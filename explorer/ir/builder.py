@@ -48,6 +48,14 @@ class GraphBuilder:
     def constant(self, value: Any, dtype: str | None = None, source: Source | None = None) -> int:
         return self.add("constant", (), {"value": Literal(value, dtype)}, source)
 
+    def set_attr(self, node_id: int, key: str, value: Any) -> None:
+        """Give a node already added one more attribute (a parameter's sharding, known once
+        the jit around the function is read); its type stays."""
+        k = next(k for k, n in enumerate(self.nodes) if n.id == node_id)
+        n = self.nodes[k]
+        self.nodes[k] = self._by_id[n.id] = Node(n.id, n.op, n.inputs,
+                                                 n.attrs.replace(**{key: value}), n.type, n.source)
+
     def type_of(self, node_id: int) -> Type:
         return self.types[node_id]
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import dtypes
 from .opaque import OpaqueImpl
+from .sharding import MeshSpec, Sharding, ShardingError, Spec
 
 
 @dataclass(frozen=True)
@@ -326,6 +327,8 @@ def format_value(v: Any, indent: str = "") -> str:
         return print_graph(v, indent)
     if isinstance(v, OpaqueImpl):
         return f"jax<{json.dumps(v.token)}>"
+    if isinstance(v, MeshSpec | Sharding | Spec):
+        return str(v)
     raise TypeError(f"cannot print attribute value {v!r} of type {type(v).__name__}")
 
 
@@ -366,7 +369,32 @@ def format_node(n: Node, indent: str = "  ") -> str:
         s = n.source
         scope = f", {json.dumps(s.scope)}" if s.scope else ""
         text += f" loc({json.dumps(s.file)}, {s.line}, {json.dumps(s.function)}{scope})"
+    per_device = device_shapes(n)
+    if per_device:  # a comment: the parser skips it
+        text += f"  // per device: {per_device}"
     return text
+
+
+def device_types(n: Node) -> list[TensorType] | None:
+    """The per-device types of a sharded node's results, beside its global ones (`n.type`):
+    a parameter or constraint with a `sharding`, and a region over a `mesh` whose body's
+    results are per-device (shard_map); None for any other node. What the text shows after
+    a sharded node (`// per device: f32[2,4]`) and the view beside its shapes."""
+    s = n.attrs.get("sharding")
+    if isinstance(s, Sharding) and isinstance(n.type, TensorType) and len(s.spec) <= n.type.rank:
+        try:
+            return [TensorType(s.block_shape(n.type.shape), n.type.dtype)]
+        except ShardingError:  # (an axis the mesh lacks: the verifier says so)
+            return None
+    body = n.attrs.get("body")
+    if isinstance(n.attrs.get("mesh"), MeshSpec) and isinstance(body, Graph):
+        return [body[o].type for o in body.outputs if o in body]  # type: ignore[misc]
+    return None
+
+
+def device_shapes(n: Node) -> str:
+    """`device_types` as text ('f32[2,4], f32[2]'), or ''."""
+    return ", ".join(map(str, device_types(n) or ()))
 
 
 def print_graph(g: Graph, indent: str = "") -> str:

@@ -69,7 +69,13 @@ class JaxImpl(OpaqueImpl):
         import jax
 
         args = [_wrap_key(x, a) for x, a in zip(xs, self.in_avals)]
-        out = self.primitive.bind(*args, **self.params)
+        try:  # a higher-order primitive binds its sub-jaxprs as functions (JAX's subfuns):
+            got = self.primitive.get_bind_params(self.params)  # params (JAX 0.10), or
+            subfuns, params = ([], got) if isinstance(got, dict) else got  # (subfuns, params)
+        except (KeyError, TypeError, ValueError) as e:
+            raise OpaqueImplError(f"the JAX primitive {self.name!r} of an opaque node cannot be "
+                                  f"bound again from its parameters ({type(e).__name__}: {e})") from None
+        out = self.primitive.bind(*subfuns, *args, **params)
         outs = list(out) if self.primitive.multiple_results else [out]
         outs = [jax.random.key_data(o) if _is_key(a) else o for o, a in zip(outs, self.out_avals)]
         return tuple(outs) if self.primitive.multiple_results else outs[0]

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import dtypes, opaque
 from .graph import Attrs, Graph, Literal, Node, Source, TensorType, TupleType, Type
+from .sharding import MeshSpec, Sharding, ShardingError, Spec, entries_from_value
 
 
 class ParseError(ValueError):
@@ -209,6 +210,8 @@ def _value(t: _Tokens) -> Any:
             token = json.loads(t.expect_kind("str", "a primitive token string"))
             t.expect(">")
             return opaque.lookup(token)
+        if text in ("mesh", "sharding", "P"):
+            return _sharding_value(t)
         raise t.error("expected an attribute value")
     if t.accept("("):
         items: list[Any] = []
@@ -223,6 +226,56 @@ def _value(t: _Tokens) -> Any:
                 break
         return tuple(items)
     raise t.error("expected an attribute value")
+
+
+def _mesh(t: _Tokens) -> MeshSpec:
+    t.next()
+    t.expect("<")
+    axes: list[tuple[str, int]] = []
+    if not t.accept(">"):
+        while True:
+            name = json.loads(t.expect_kind("str", "a mesh axis name string"))
+            t.expect("=")
+            size = t.expect_kind("num", "a mesh axis size")
+            if not size.isdigit():
+                raise t.error_at(t.toks[t.i - 1][2], f"bad mesh axis size {size!r}")
+            axes.append((name, int(size)))
+            if t.accept(">"):
+                break
+            t.expect(",")
+    return MeshSpec(tuple(axes))
+
+
+def _spec(t: _Tokens) -> Spec:
+    """P("x", none, ("x", "y")) (ir/sharding.py)."""
+    t.next()
+    pos = t.peek()[2]
+    if t.peek()[1] != "(":
+        raise t.error("expected '(' after P")
+    try:
+        return Spec(entries_from_value(_value(t)))
+    except ShardingError as e:
+        raise t.error_at(pos, str(e)) from None
+
+
+def _sharding_value(t: _Tokens) -> MeshSpec | Sharding | Spec:
+    """mesh<...>, P(...) or sharding<mesh<...>, P(...)> (ir/sharding.py)."""
+    text = t.peek()[1]
+    if text == "mesh":
+        return _mesh(t)
+    if text == "P":
+        return _spec(t)
+    t.next()
+    t.expect("<")
+    if t.peek()[1] != "mesh":
+        raise t.error("expected a mesh<...>")
+    mesh = _mesh(t)
+    t.expect(",")
+    if t.peek()[1] != "P":
+        raise t.error("expected a partition spec P(...)")
+    spec = _spec(t)
+    t.expect(">")
+    return Sharding(mesh, spec.entries)
 
 
 def _literal(t: _Tokens) -> Literal:

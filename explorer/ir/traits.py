@@ -25,7 +25,10 @@ class OpKind(str, Enum):
     SHAPE = "shape"  # moves or re-indexes elements, computes nothing
     DOT = "dot"  # dot_general
     SOURCE = "source"  # parameter, constant, iota: no inputs
-    REGION = "region"  # carries graph bodies (kernel, loop, call, while, conditional)
+    REGION = "region"  # carries graph bodies (kernel, loop, call, while, conditional, shard_map)
+    # combines the values of a mesh's devices (psum, all_gather, ...): only inside a shard_map
+    # body, where the devices the interpreter runs meet; a barrier to every pass
+    COLLECTIVE = "collective"
     OTHER = "other"  # sort, top_k, cumulative ops, opaque
 
 

@@ -191,7 +191,8 @@ def _dot_transposed(ctx: RewriteContext, root: Node, dot: Node) -> int | None:
 def _fold(limit: int) -> Any:
     def fn(ctx: RewriteContext, root: Node) -> int | None:
         op = OPS[root.op]
-        if (not root.inputs or op.kind in (OpKind.SOURCE, OpKind.REGION) or not hasattr(root.type, "shape")
+        if (not root.inputs or op.kind in (OpKind.SOURCE, OpKind.REGION) or op.barrier
+                or not hasattr(root.type, "shape")
                 or root.type.size > limit):
             return None
         ins = [ctx.node(i) for i in root.inputs]

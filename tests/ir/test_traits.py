@@ -93,7 +93,7 @@ VIEWS = [n for n, row in OPS.items() if row.view != View.NONE]
 
 def test_the_views() -> None:
     assert {n for n in VIEWS if OPS[n].view == View.STRIDED} == {
-        "broadcast_in_dim", "transpose", "rev", "slice"}
+        "broadcast_in_dim", "transpose", "rev", "slice", "sharding_constraint"}
     assert {n for n in VIEWS if OPS[n].view == View.RESHAPE} == {
         "reshape", "squeeze", "expand_dims", "get_tuple_element"}
 

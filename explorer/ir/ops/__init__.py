@@ -17,6 +17,7 @@ The rows, one module per family (each imports only the table and lower families)
     random       threefry2x32 and JAX's PRNG rows
     regions      region ops (kernel, loop, scan, call, while, conditional) and the other rows
                  of imported HLO (opaque, tuple)
+    sharding     sharding_constraint, the collectives (psum, all_gather, ...) and shard_map
 
 The table drives the op tests (every row is checked against its `jax.lax` lowering on random
 inputs), the reference interpreter, the verifier, the cost model and the JAX backend. A code
@@ -35,6 +36,7 @@ from . import (  # noqa: F401, I001  (registration, in the table's order)
     indexing,
     linalg,
     random,
+    sharding,
 )
 from .dot import dot_dims
 from .reductions import MONOID_REDUCTIONS

@@ -72,6 +72,12 @@ class OpDef:
     # The HLO opcodes (with the attributes they imply) that import as this op, elementwise.
     hlo: tuple[tuple[str, dict[str, Any]], ...] = ()
     optional: tuple[str, ...] = ()  # attributes it lists that may be absent (lax's defaults)
+    # A collective's reference over a mesh (ops/sharding.py): (one value per device, the
+    # MeshSpec, attrs) -> one result per device.
+    spmd: Callable[..., list[Any]] | None = None
+    # A barrier to every pass: no pass folds, fuses, splits or moves values across it (a
+    # collective, a sharding constraint, a shard_map: what they say is about devices).
+    barrier: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", OpKind(self.kind))

@@ -18,6 +18,9 @@ NOT_SAMPLED = {
     "get_tuple_element": "reads a tuple; covered by top_k/sort/split in traced graphs",
     "opaque": "an HLO instruction kept as text; never computed",
     "tuple": "HLO's tuples; covered by the HLO import tests",
+    **{name: "a collective: runs only inside a shard_map, on every device at once; its spmd "
+             "reference is checked against jax.lax on host devices (tests/sharding)"
+       for name, op in OPS.items() if op.kind == "collective"},
 }
 SAMPLED = [name for name, op in OPS.items() if op.sample is not None]
 

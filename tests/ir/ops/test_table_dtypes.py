@@ -61,7 +61,7 @@ DATA = ["iota", "broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_d
         "stack", "unstack", "dot_general", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort",
         "top_k", "reduce_window_sum", "reduce_window_max", "reduce_window_min",
         "select_and_scatter_add", "select_and_gather_add", "conv_general_dilated", "gather",
-        "scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max", *LINALG]
+        "scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max", *LINALG, "sharding_constraint"]
 # The data rows whose inputs get the special values too (elsewhere an inf times a padding's or
 # a dilation's zero is NaN where XLA skips the zero, and NaN ties pick either)
 SPECIALS_TOO = {"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort", "top_k",
