@@ -201,7 +201,9 @@ class Trace:
         the traced example arguments) or on random inputs drawn with `seed`;
         `.first_change(rtol=...)` names the first stage, and the firing, that moved the
         outputs (explorer/measure/numerics.py). The widget colours nodes by the latest."""
-        return numerics(self, args or None, seed=seed)
+        taken = numerics(self, args or None, seed=seed)
+        latest(self).numerics = taken
+        return taken
 
     def summary(self) -> str:
         rows = [f"{'stage':<22}{'nodes':>7}{'FLOPs':>16}{'bytes':>14}{'peak':>12}  rewrites"]

@@ -47,7 +47,6 @@ from ..ir.opaque import OpaqueImplError
 from ..ir.ops.regions import bodies
 from .closeness import magnitude, relative_error
 from .inputs import random_inputs
-from .latest import latest
 from .protocol import TraceLike
 
 DEFAULT_RTOL = 1e-5
@@ -213,8 +212,8 @@ def numerics(trace: TraceLike, args: Sequence[Any] | None = None,
              seed: int | None = None) -> Numerics:
     """Each stage's and each surviving node's error against the traced program computed in
     float64 (module doc), on `args` (arguments like the traced ones), or on random inputs
-    drawn with `seed` (measure/inputs.py), or else on the traced example arguments. The
-    result is also kept as the trace's latest numerics (the widget colours nodes by it)."""
+    drawn with `seed` (measure/inputs.py), or else on the traced example arguments.
+    `trace.numerics` keeps the result as the trace's latest (the widget colours nodes by it)."""
     traced = trace.stages[0].graph
     if args is not None and seed is not None:
         raise ValueError("numerics takes arguments or a seed for random inputs, not both")
@@ -282,10 +281,8 @@ def numerics(trace: TraceLike, args: Sequence[Any] | None = None,
 
     # a node pinned in several stages (under other ids there) is said once
     said = {note.split(" ", 1)[-1]: note for note in reversed(notes)}
-    result = Numerics(stages, ", ".join(floats) or "exact (no float values)", inputs,
-                      list(reversed(said.values())), probe, trace)
-    latest(trace).numerics = result
-    return result
+    return Numerics(stages, ", ".join(floats) or "exact (no float values)", inputs,
+                    list(reversed(said.values())), probe, trace)
 
 
 def _run(g: Graph, flat: Sequence[Any], hook: Callable[[Node, Any], None] | None,
