@@ -82,21 +82,23 @@ def _count(x: int) -> str:
     return str(x)
 
 
-def _types(n: Node) -> str:
-    """The node's global type; a sharded node's per-device type beside it, where it differs."""
+def _per_device(n: Node) -> list[TensorType] | None:
+    """A sharded node's per-device types, where they differ from its global ones."""
     per = device_types(n)
     whole = list(n.type.elements) if isinstance(n.type, TupleType) else [n.type]
-    if not per or per == whole:
-        return str(n.type)
-    return f"{n.type} · per device {', '.join(map(str, per))}"
+    return per if per and per != whole else None
+
+
+def _types(n: Node) -> str:
+    """The node's global type; a sharded node's per-device type beside it, where it differs."""
+    per = _per_device(n)
+    return f"{n.type} · per device {', '.join(map(str, per))}" if per else str(n.type)
 
 
 def _sizes(n: Node) -> str:
-    per = device_types(n)
-    whole = list(n.type.elements) if isinstance(n.type, TupleType) else [n.type]
-    if not per or per == whole:
-        return _size(n)
-    return f"{_size(n)} · {format_bytes(sum(t.nbytes for t in per))} per device"
+    per = _per_device(n)
+    return f"{_size(n)} · {format_bytes(sum(t.nbytes for t in per))} per device" if per else \
+        _size(n)
 
 
 def spec_label(s: Sharding, rank: int) -> str:
@@ -138,9 +140,10 @@ def node_label(n: Node) -> str:
 
 
 def _frame_mesh(n: Node) -> str:
-    """What an open region's frame adds to its name: the mesh a shard_map runs over."""
+    """What an open region's frame adds to its name: the mesh a shard_map runs over, and that
+    the shapes inside are one device's."""
     m = n.attrs.get("mesh")
-    return f" · {mesh_label(m)}" if isinstance(m, MeshSpec) else ""
+    return f" · {mesh_label(m)} · shapes inside per device" if isinstance(m, MeshSpec) else ""
 
 
 def _sharding_tip(n: Node) -> str:

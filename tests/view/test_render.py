@@ -228,6 +228,6 @@ def test_a_shard_map_region_names_its_mesh_closed_and_open():
     closed = render(g, opened={"n1": False}).svg
     assert "mesh x=2 × y=4<" in closed and " ops inside<" in closed
     opened = render(g, opened={"n1": True}).svg
-    assert "▾ %1 shard_map (region) · mesh x=2 × y=4<" in opened
+    assert "▾ %1 shard_map (region) · mesh x=2 × y=4 · shapes inside per device<" in opened
     # the body's values are one device's: drawn with their own (per-device) types only
     assert with_class(opened, "gx_n1_n1") and ">f32[4,4]<" in opened
