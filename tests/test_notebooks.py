@@ -31,7 +31,7 @@ build = _build_module()
 def test_every_notebook_has_a_source_and_back() -> None:
     built = {p.stem for p in NOTEBOOKS.glob("*.ipynb")}
     assert built == {s.stem for s in SOURCES}
-    assert len(SOURCES) == 10
+    assert len(SOURCES) == 11
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

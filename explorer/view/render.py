@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import graphviz
 
 from ..analysis.cost import node_bytes, node_flops
-from ..ir.graph import Graph, Node, TensorType
+from ..ir.graph import Graph, Node, TensorType, TupleType, device_types
 from ..ir.ops.regions import bodies
+from ..ir.sharding import MeshSpec, Sharding
 from ..units import format_bytes
 from .collapse import BUDGET, Box, Cluster, Entry, Folded, Layout, body_prefix, plan_layout, region_prefix
 from .graphdiff import ADDED, CHANGED, REMOVED, GraphDiff, graph_diff
@@ -81,9 +82,53 @@ def _count(x: int) -> str:
     return str(x)
 
 
+def _per_device(n: Node) -> list[TensorType] | None:
+    """A sharded node's per-device types, where they differ from its global ones."""
+    per = device_types(n)
+    whole = list(n.type.elements) if isinstance(n.type, TupleType) else [n.type]
+    return per if per and per != whole else None
+
+
+def _types(n: Node) -> str:
+    """The node's global type; a sharded node's per-device type beside it, where it differs."""
+    per = _per_device(n)
+    return f"{n.type} · per device {', '.join(map(str, per))}" if per else str(n.type)
+
+
+def _sizes(n: Node) -> str:
+    per = _per_device(n)
+    return f"{_size(n)} · {format_bytes(sum(t.nbytes for t in per))} per device" if per else \
+        _size(n)
+
+
+def spec_label(s: Sharding, rank: int) -> str:
+    """A sharding as a JAX user writes its PartitionSpec: `P("data", None)` (one entry per
+    dimension), `P()` for a value whole on every device."""
+    if not s.spec:
+        return "P() replicated"
+    parts = ["None" if not e else f'"{e[0]}"' if len(e) == 1 else
+             "(" + ", ".join(f'"{a}"' for a in e) + ")" for e in
+             (s.entry(d) for d in range(max(rank, len(s.spec))))]
+    return f"P({', '.join(parts)})"
+
+
+def mesh_label(m: MeshSpec) -> str:
+    """`mesh data=4` or `mesh data=2 × model=2`."""
+    return "mesh " + " × ".join(f"{name}={size}" for name, size in m.axes)
+
+
+def _sharding_line(n: Node) -> str:
+    s = n.attrs.get("sharding")
+    if isinstance(s, Sharding):
+        rank = n.type.rank if isinstance(n.type, TensorType) else len(s.spec)
+        return f"\n{spec_label(s, rank)}"
+    m = n.attrs.get("mesh")
+    return f"\n{mesh_label(m)}" if isinstance(m, MeshSpec) else ""
+
+
 def node_label(n: Node) -> str:
     if n.op == "parameter":
-        return f"{n.attrs.get('name', f'%{n.id}')}\n{n.type}\n{_size(n)}"
+        return f"{n.attrs.get('name', f'%{n.id}')}\n{_types(n)}{_sharding_line(n)}\n{_sizes(n)}"
     if n.op == "constant" and isinstance(n.type, TensorType) and n.type.size == 1:
         value = n.attrs["value"].array.reshape(()).item()
         return f"constant {value:g}\n{n.type}" if isinstance(value, float) else \
@@ -91,12 +136,35 @@ def node_label(n: Node) -> str:
     if n.op == "opaque":
         return f"{n.attrs.get('opcode', '?')} (opaque)\n{n.type}\n{_size(n)}"
     head = f"{n.op} ({n.attrs.get('kind', 'region')})" if _is_region(n) else n.op
-    return f"{head}\n{n.type}\n{_size(n)}"
+    return f"{head}\n{_types(n)}{_sharding_line(n)}\n{_sizes(n)}"
+
+
+def _frame_mesh(n: Node) -> str:
+    """What an open region's frame adds to its name: the mesh a shard_map runs over, and that
+    the shapes inside are one device's."""
+    m = n.attrs.get("mesh")
+    return f" · {mesh_label(m)} · shapes inside per device" if isinstance(m, MeshSpec) else ""
+
+
+def _sharding_tip(n: Node) -> str:
+    s, m = n.attrs.get("sharding"), n.attrs.get("mesh")
+    per = device_types(n)
+    text = f"\nper device: {', '.join(map(str, per))}" if per else ""
+    if isinstance(s, Sharding):
+        rank = n.type.rank if isinstance(n.type, TensorType) else len(s.spec)
+        text += f"\nsharding {spec_label(s, rank)} over {mesh_label(s.mesh)}"
+        if n.attrs.get("origin"):
+            text += f" (from {n.attrs['origin']})"
+    elif isinstance(m, MeshSpec):
+        specs = [f"{k} {', '.join(map(str, n.attrs[k]))}" for k in ("in_specs", "out_specs")
+                 if isinstance(n.attrs.get(k), tuple)]
+        text += f"\n{mesh_label(m)}" + "".join(f"\n{t}" for t in specs)
+    return text
 
 
 def node_tooltip(n: Node) -> str:
     args = ", ".join(f"%{i}" for i in n.inputs)
-    text = f"%{n.id} = {n.op}({args}) : {n.type} ({_size(n)})"
+    text = f"%{n.id} = {n.op}({args}) : {n.type} ({_size(n)})" + _sharding_tip(n)
     if n.op == "opaque" and "impl" in n.attrs:
         text += (f"\nJAX primitive {n.attrs.get('opcode', '?')} without a row in the op table:"
                  f" runs through JAX\n{n.attrs.get('text', '')}")
@@ -256,7 +324,8 @@ class _Dot:
         names = list(body_of)
         direct = len(e.open_bodies) == 1 and len(body_of[names[0]].params) == len(n.inputs)
         with target.subgraph(name=f"cluster_{e.key}") as c:
-            c.attr(label=_esc(f"▾ %{n.id} {node_label(n).splitlines()[0]}"), style="rounded,filled",
+            c.attr(label=_esc(f"▾ %{n.id} {node_label(n).splitlines()[0]}{_frame_mesh(n)}"),
+                   style="rounded,filled",
                    fillcolor=fill, color=HIT_COLOUR if e.key in self.hits else border,
                    penwidth="3" if e.key in self.hits else "1.5", fontsize="10",
                    tooltip=_esc(node_tooltip(n) + "\n(click to close)"),

@@ -183,3 +183,51 @@ def test_an_opaque_node_s_tooltip_says_whether_it_runs_through_jax_or_is_hlo_sho
     jaxp = Node(4, "opaque", (), Attrs({"opcode": "pure_callback", "text": "", "impl": object()}), t)
     assert "HLO all-reduce without a row in the op table: shown, not run" in node_tooltip(hlo)
     assert "runs through JAX" in node_tooltip(jaxp) and "HLO" not in node_tooltip(jaxp)
+
+
+SHARDED = """graph @mlp {
+  %0 = f32[1024,512] parameter() {index=0, name="x", sharding=sharding<mesh<"data"=4>, P("data")>}
+  %1 = f32[512,256] parameter() {index=1, name="w1", sharding=sharding<mesh<"data"=4>, P()>}
+  %2 = f32[1024,256] dot_general(%0, %1) {dimension_numbers=(((1,), (0,)), ((), ()))}
+  %3 = f32[1024,256] sharding_constraint(%2) {sharding=sharding<mesh<"data"=4>, P(none, "data")>,
+                                              origin="out_shardings"}
+  return %3
+}"""
+
+
+def test_a_sharded_node_shows_its_per_device_shape_beside_the_global_one_and_its_spec():
+    from explorer.ir.parser import parse
+    from explorer.view.render import node_tooltip
+
+    g = parse(SHARDED)
+    assert node_label(g[0]) == ('x\nf32[1024,512] · per device f32[256,512]\nP("data", None)\n'
+                                "2.0 MiB · 512.0 KiB per device")
+    # replicated: every device holds the whole value, so no second shape
+    assert node_label(g[1]) == "w1\nf32[512,256]\nP() replicated\n512.0 KiB"
+    assert node_label(g[2]) == "dot_general\nf32[1024,256]\n1.0 MiB"  # unsharded: as before
+    assert node_label(g[3]).splitlines()[1:3] == ["f32[1024,256] · per device f32[1024,64]",
+                                                   'P(None, "data")']
+    tip = node_tooltip(g[3])
+    assert "per device: f32[1024,64]" in tip
+    assert 'sharding P(None, "data") over mesh data=4 (from out_shardings)' in tip
+    svg = render(g).svg
+    assert "f32[1024,512] · per device f32[256,512]<" in svg and "P(&quot;data&quot;, None)<" in svg
+
+
+def test_a_shard_map_region_names_its_mesh_closed_and_open():
+    from explorer.ir.parser import parse
+    from explorer.view.render import node_tooltip
+    from tests.ir.test_sharding import SHARD_MAP
+
+    g = parse(SHARD_MAP)
+    smap = g[1]
+    assert node_label(smap).splitlines()[1:3] == ["f32[8,16] · per device f32[4,16]",
+                                                 "mesh x=2 × y=4"]
+    assert 'in_specs P("x", "y")' in node_tooltip(smap)
+    assert node_label(g[2]).splitlines()[2] == 'P(None, ("x", "y"))'
+    closed = render(g, opened={"n1": False}).svg
+    assert "mesh x=2 × y=4<" in closed and " ops inside<" in closed
+    opened = render(g, opened={"n1": True}).svg
+    assert "▾ %1 shard_map (region) · mesh x=2 × y=4 · shapes inside per device<" in opened
+    # the body's values are one device's: drawn with their own (per-device) types only
+    assert with_class(opened, "gx_n1_n1") and ">f32[4,4]<" in opened
