@@ -56,6 +56,11 @@ def in_library(file: str) -> bool:
     return "site-packages" in file or "dist-packages" in file
 
 
+def in_frontend(file: str) -> bool:
+    """The frontend's own code (its call of the traced function): never the user's line."""
+    return file.startswith(_FRONTEND)
+
+
 def short_name(function: str) -> str:
     """'mlp.<locals>.layer' -> 'layer'; 'Block.__call__' stays."""
     return function.rsplit("<locals>.", 1)[-1]
@@ -66,7 +71,7 @@ def call_stack(frames: Sequence[Any]) -> tuple[Frame, ...]:
     the frontend's own call of it, installed libraries and comprehensions."""
     out = []
     for f in frames:
-        if f.file_name.startswith(_FRONTEND):
+        if in_frontend(f.file_name):
             break
         if not in_library(f.file_name) and short_name(f.function_name) not in _COMPREHENSIONS:
             out.append((f.file_name, f.function_name, f.start_line))

@@ -163,10 +163,14 @@ def _axis_index(cv: Converter, eqn: Any, ins: list[int], source: Source | None) 
 def _shard_map(cv: Converter, eqn: Any, ins: list[int], source: Source | None) -> list[int]:
     p = eqn.params
     mesh = MeshSpec.of(p["mesh"])
+    body = cv.region(p["jaxpr"], "shard_map_body", source)
+    if source is None or not source.line:  # handed to explore() itself: its body's first line
+        source = next((n.source for n in body.nodes if n.source is not None and n.source.line),
+                      source)
     attrs = {"mesh": mesh,
              "in_specs": tuple(Spec.of(s) for s in p["in_specs"]),
              "out_specs": tuple(Spec.of(s) for s in p["out_specs"]),
-             "body": cv.region(p["jaxpr"], "shard_map_body", source)}
+             "body": body}
     return region_results(cv, "shard_map", ins, attrs, source, range(len(eqn.outvars)))
 
 

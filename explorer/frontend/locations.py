@@ -13,13 +13,16 @@ from typing import Any
 from jax._src import source_info_util
 
 from ..ir.graph import Source
-from .jax_calls import in_library
+from .jax_calls import in_frontend, in_library
 
 
 def user_source(frames: Sequence[Any]) -> Source | None:
     """The user's line, from an equation's frames outside JAX (innermost first): the innermost
     frame outside installed libraries (equinox, flax, optax), else the innermost. A library's
-    modules show as the node's scope instead."""
+    modules show as the node's scope instead. Frames of the frontend's own call of the traced
+    function are no user's line: an equation with only those (a `shard_map` or `jit` object
+    handed to explore() itself) has none."""
+    frames = [f for f in frames if not in_frontend(f.file_name)]
     if not frames:
         return None
     frame = next((f for f in frames if not in_library(f.file_name)), frames[0])

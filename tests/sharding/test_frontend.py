@@ -26,3 +26,19 @@ def test_an_arguments_layout_is_its_parameters_sharding(devices: int) -> None:
     assert "// per device: f32[4,2]" in str(trace.stages[0].graph)
     for backend in ("reference", "cpu", "jax"):
         np.testing.assert_array_equal(trace.run(x, y, backend=backend).value, np.asarray(x) * 2 + y)
+
+
+def test_a_shard_map_handed_to_explore_itself_has_its_body_s_line(devices: int) -> None:
+    """No user frame calls it (the frontend does): its line is its body's first, never the
+    frontend's own file."""
+    def body(a):  # type: ignore[no-untyped-def]
+        return jax.lax.psum(a * 2.0, "x")  # the body's line
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh((devices,), ("x",)), in_specs=P("x"),
+                              out_specs=P()))
+    x = np.ones((2 * devices, 3), np.float32)
+    trace = gx.explore(f, x, pipeline=[])
+    (region,) = [n for n in trace.stages[0].graph.nodes if n.op == "shard_map"]
+    assert region.source is not None and "the body's line" in region.source.line_text
+    assert "explorer/frontend" not in str(region.source)
+    np.testing.assert_allclose(trace.run(backend="reference").value, np.asarray(f(x)))
