@@ -152,7 +152,7 @@ class Trace:
             r = registry.run_graph(g, flat, name, self.options)
         value = jax.tree_util.tree_unflatten(self.traced.out_tree, owned(list(r.outputs), flat))
         return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels, r.workers, r.dashboard,
-                         r.program)
+                         r.program, r.devices)
 
     def compare(self, *args: Any, backends: Sequence[str] = ("cpu",),
                 baselines: Sequence[str] = ("numpy", "jax-eager", "jax-jit"),
