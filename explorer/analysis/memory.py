@@ -21,8 +21,11 @@ every device's body on one host).
 
 Sharded programs: a stage whose values carry shardings (or that holds a shard_map) is also
 planned per device (analysis/device_bytes.py says what one device holds of each value; a
-shard_map body is per device as it stands): `per_device_peak`, over `devices` devices. The
-global figures (`peak_bytes`, `timeline`) stay what all devices hold together.
+shard_map body is per device as it stands): `per_device_peak`, over `devices` devices. It
+plans for a device as XLA runs it: every buffer rounded up to DEVICE_ALIGNMENT, and a
+collective's step holding a send buffer the size of its operands (XLA packs the blocks an
+all_to_all or reduce-scatter sends into one contiguous buffer before sending). The global
+figures (`peak_bytes`, `timeline`) stay what all devices hold together.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, replace
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS
 from ..ir.ops.regions import CONTROL_FLOW, bodies
-from ..ir.traits import View
+from ..ir.traits import OpKind, View
 from .device_bytes import device_bytes
 
 # (graph, node, contiguous: node id -> is its buffer contiguous) -> transient bytes the node's
@@ -48,6 +51,7 @@ REGION_CALLS = frozenset({"kernel", "call"})
 # A per-device plan rounds each buffer up to this: XLA's buffer assignment aligns every buffer
 # to 64 bytes on CPU and GPU devices, which is most of what small sharded programs hold.
 DEVICE_ALIGNMENT = 64
+COLLECTIVES = frozenset(n for n, r in OPS.items() if r.kind == OpKind.COLLECTIVE)
 
 
 def _nothing(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
@@ -206,6 +210,13 @@ def _external_bytes(g: Graph, owner: dict[int, int],
     return ext
 
 
+def _share(workspace: int, n: Node, sizes: Mapping[int, int]) -> int:
+    """A node's workspace on one device: its share of the global workspace is its result's."""
+    if n.id not in sizes or not n.type.nbytes:
+        return workspace
+    return workspace * sizes[n.id] // n.type.nbytes
+
+
 def _shard_map_body_peak(n: Node, ws: Temporaries, per_device: bool, align: int) -> int:
     """A shard_map body's peak (its per-device results included, until put together into the
     region's result): on one device, or on every device of its mesh at once."""
@@ -273,13 +284,15 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
             at_step = live - temps.get(n.id, 0) + _call_step(
                 g, n, step, contiguous, owner, last_use, temps, ws)
         else:
-            at_step = live + ws.workspace(g, n, contiguous)
+            at_step = live + _share(ws.workspace(g, n, contiguous), n, sized)
         if n.op == "loop":
             at_step += _loop_body_peak(g, n, contiguous, ws)
         elif n.op in CONTROL_FLOW:
             at_step += _control_body_peak(n, ws, n.id in temps)
         elif n.op == "shard_map":
             at_step += _shard_map_body_peak(n, ws, per_device, align)
+        elif align > 1 and n.op in COLLECTIVES:  # a device's send buffer (module doc)
+            at_step += sum(nbytes(g[i]) for i in n.inputs)
         if at_step > peak:
             peak, peak_node = at_step, n.id
         timeline.append(live)
