@@ -61,7 +61,8 @@ def test_a_constraint_lays_out_its_operand() -> None:
 
 
 SHARD_MAP = _graph(f'''  %0 = f32[8,64] parameter() {{index=0, name="a"}}
-  %1 = f32[8,64] shard_map(%0) {{mesh={MESH}, in_specs=(P("x"),), out_specs=(P("x"),), body=graph @shard_map_body {{
+  %1 = f32[8,64] shard_map(%0) {{mesh={MESH}, in_specs=(P("x"),), out_specs=(P("x"),),
+    body=graph @shard_map_body {{
     %0 = f32[2,64] parameter() {{index=0, name="arg0"}}
     %1 = f32[2,64] exp(%0)
     %2 = f32[2,64] psum(%1) {{axes=("x",)}}
