@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.graph import Graph, Node, TensorType, TupleType, device_types
+from ..ir.graph import Graph, Node, TensorType, device_types
 from ..ir.ops import OPS
 from ..ir.sharding import MeshSpec, Sharding, ShardingError
 from ..ir.traits import OpKind
@@ -90,6 +90,13 @@ def device_bytes(g: Graph) -> DeviceBytes | None:
             shardings[n.id] = s
             if n.op == "sharding_constraint" and n.inputs[0] not in shardings:
                 shardings[n.inputs[0]] = s  # (its producer comes before it: set it now)
+        if n.op == "shard_map" and isinstance(n.attrs.get("mesh"), MeshSpec):
+            outs = [s.on(n.attrs["mesh"]) for s in n.attrs["out_specs"]]
+            if isinstance(n.type, TensorType):
+                shardings[n.id] = outs[0]
+            for m in g.nodes:  # (its results, taken apart after it)
+                if m.op == "get_tuple_element" and m.inputs[0] == n.id:
+                    shardings[m.id] = outs[m.attrs["index"]]
     for n in g.nodes:
         if n.id not in shardings and isinstance(n.type, TensorType) and _elementwise(n):
             for i in n.inputs:
@@ -98,15 +105,10 @@ def device_bytes(g: Graph) -> DeviceBytes | None:
                     shardings[n.id] = shardings[i]
                     break
     for n in g.nodes:
-        if n.id in shardings and isinstance(n.type, TensorType):
+        if n.op == "shard_map":
+            sizes[n.id] = sum(t.nbytes for t in device_types(n) or [])
+        elif n.id in shardings and isinstance(n.type, TensorType):
             b = _block_bytes(n.type, shardings[n.id])
             if b is not None:
                 sizes[n.id] = b
-        elif n.op == "shard_map":
-            per = device_types(n) or []
-            sizes[n.id] = sum(t.nbytes for t in per)
-            if isinstance(n.type, TupleType):
-                for m in g.nodes:
-                    if m.op == "get_tuple_element" and m.inputs[0] == n.id:
-                        sizes[m.id] = per[m.attrs["index"]].nbytes
     return DeviceBytes(sizes, count)

@@ -115,6 +115,7 @@ class MemoryPlan:
     # bodies once), over `devices` devices; None for an unsharded one
     per_device_peak: int | None = None
     devices: int | None = None
+    device_steps: tuple[int, ...] = ()  # a sharded stage: one device's planned bytes per step
 
     @property
     def device_peak(self) -> int:
@@ -132,7 +133,8 @@ def plan(g: Graph, backend: str = DEFAULT_BACKEND) -> MemoryPlan:
     if sharded is None:
         return whole
     one = _plan(g, False, frozenset(), ws, sizes=sharded.sizes, align=DEVICE_ALIGNMENT)
-    return replace(whole, per_device_peak=one.peak_bytes, devices=sharded.devices)
+    return replace(whole, per_device_peak=one.peak_bytes, devices=sharded.devices,
+                   device_steps=one.steps)
 
 
 def body_peak(body: Graph, strided: frozenset[int] = frozenset(),
@@ -217,6 +219,16 @@ def _share(workspace: int, n: Node, sizes: Mapping[int, int]) -> int:
     return workspace * sizes[n.id] // n.type.nbytes
 
 
+def _body_share(peak: int, g: Graph, n: Node, sizes: Mapping[int, int]) -> int:
+    """A kernel's (or call's) body peak on one device: the share of it that one device holds
+    of the region's largest input (its body's values are mostly of that input's shape)."""
+    if not sizes or not n.inputs:
+        return peak
+    big = max(n.inputs, key=lambda i: g[i].type.nbytes)
+    whole = g[big].type.nbytes
+    return peak if not whole else peak * sizes.get(big, whole) // whole
+
+
 def _shard_map_body_peak(n: Node, ws: Temporaries, per_device: bool, align: int) -> int:
     """A shard_map body's peak (its per-device results included, until put together into the
     region's result): on one device, or on every device of its mesh at once."""
@@ -281,8 +293,8 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
         if n.id in temps and n.id not in handed:
             live += temps[n.id]
         if n.op in REGION_CALLS and ws.runs_body(n):
-            at_step = live - temps.get(n.id, 0) + _call_step(
-                g, n, step, contiguous, owner, last_use, temps, ws)
+            at_step = live - temps.get(n.id, 0) + _body_share(_call_step(
+                g, n, step, contiguous, owner, last_use, temps, ws), g, n, sized)
         else:
             at_step = live + _share(ws.workspace(g, n, contiguous), n, sized)
         if n.op == "loop":

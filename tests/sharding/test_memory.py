@@ -11,6 +11,7 @@ import pytest
 
 import explorer as gx
 from explorer.measure.timing import measure_jax
+from explorer.passes.split import InfeasibleMemoryLimit
 from tests.corpora.sharded import programs
 
 NAMES = ["data_parallel_mlp", "tensor_parallel_mlp", "collectives", "sharded_attention"]
@@ -63,3 +64,48 @@ def test_compare_labels_per_device_peaks(traces: dict, devices: int) -> None:
     assert c.row("traced on jax").devices == devices
     assert c.row("traced on reference").devices is None  # one host runs every device
     assert f"per device (x{devices})" in text and "XLA memory_analysis, per device" in text
+
+
+def _rows_program(devices: int) -> tuple[Any, tuple[Any, ...]]:
+    """A row-split elementwise chain: one device holds a 1/devices share of each value."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from tests.corpora.sharded import mesh
+
+    rows = NamedSharding(mesh((devices,), ("x",)), P("x"))
+    fn = jax.jit(lambda x: (jnp.exp(x) * jnp.sin(jnp.exp(x))).sum(1), in_shardings=rows,
+                 out_shardings=rows)
+    x = np.random.default_rng(0).standard_normal((64 * devices, 256)).astype(np.float32)
+    return fn, (x,)
+
+
+def test_a_per_device_limit_plans_one_devices_share(devices: int) -> None:
+    import numpy as np
+
+    fn, args = _rows_program(devices)
+    want = np.asarray(fn(*args))
+    free = gx.explore(fn, *args).final.memory
+    assert free.devices == devices and free.per_device_peak * 2 < free.peak_bytes
+    limit = (free.per_device_peak + free.peak_bytes) // 2 + 64 * 1024  # one device's fits
+    fits = gx.explore(fn, *args, memory_limit=f"{limit}/device")
+    assert fits.options.per_device and "per device" in fits.options.describe()
+    assert "split" not in [s.name for s in fits.stages if s.report.changed]
+    whole = gx.explore(fn, *args, memory_limit=limit)  # the same bytes for the whole program
+    assert "split" in [s.name for s in whole.stages if s.report.changed]
+    tight = gx.explore(fn, *args, memory_limit=f"{free.per_device_peak // 2 + 16 * 1024} per device")
+    assert any(n.op == "loop" for n in tight.final.graph.nodes)
+    assert tight.final.memory.per_device_peak <= tight.options.memory_limit
+    for backend in ("reference", "cpu", "jax"):
+        got = np.asarray(tight.run(*args, backend=backend).value)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5, err_msg=backend)
+
+
+def test_an_infeasible_per_device_limit_says_per_device(devices: int) -> None:
+    """A shard_map's body is not split: the smallest limit is what it needs per device."""
+    fn, args = programs(devices)["collectives"]
+    with pytest.raises(InfeasibleMemoryLimit, match="per device.*shard_map"):
+        gx.explore(fn, *args, memory_limit="64/device")
