@@ -109,3 +109,21 @@ def test_an_infeasible_per_device_limit_says_per_device(devices: int) -> None:
     fn, args = programs(devices)["collectives"]
     with pytest.raises(InfeasibleMemoryLimit, match="per device.*shard_map"):
         gx.explore(fn, *args, memory_limit="64/device")
+
+
+def test_the_widgets_cost_view_and_run_rows_say_per_device(traces: dict, devices: int) -> None:
+    from explorer.view.payload import cost_view
+    from explorer.view.runs import row_of
+    from explorer.view.schema import CostView, RunRow, problems
+
+    fn, args, trace = traces["tensor_parallel_mlp"]
+    view = cost_view(trace, 0)
+    assert problems(view, CostView) == []
+    assert view["devices"] == devices
+    assert view["device_peak_bytes"] == trace.stages[0].memory.per_device_peak
+    assert view["per_device_limit"] is False
+    limited = trace.replanned(memory_limit="1MiB/device")
+    assert cost_view(limited, len(limited.stages) - 1)["per_device_limit"] is True
+    m = measure_jax(fn, list(args), None, jit=True, repeats=1)
+    row = row_of(m, "baseline:jax-jit", "baseline", None, "jax-jit")
+    assert problems(row, RunRow) == [] and row["devices"] == devices
