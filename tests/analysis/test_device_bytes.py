@@ -25,13 +25,30 @@ def test_an_unsharded_stage_has_no_per_device_figures() -> None:
     assert p.device_peak == p.peak_bytes == 64 * 16 * 4
 
 
-def test_elementwise_ops_keep_a_parameters_sharding_and_a_dot_is_whole() -> None:
+def test_a_dot_keeps_its_operands_free_splits_and_a_split_contraction_is_whole() -> None:
     g = parse(_graph(
         f'  %0 = f32[64,16] parameter() {{index=0, name="x", sharding={ROWS}}}\n'
         '  %1 = f32[16,16] parameter() {index=1, name="w"}\n'
+        '  %2 = f32[64,16] dot_general(%0, %1) {dimension_numbers=(((1,), (0,)), ((), ()))}\n'
+        '  %3 = f32[16,64] transpose(%2) {permutation=(1, 0)}\n'
+        '  %4 = f32[16] reduce_sum(%3) {axes=(1,)}\n'   # sums the split rows: whole
+        '  %5 = f32[64] reduce_sum(%2) {axes=(1,)}\n'   # keeps them
+        '  %6 = f32[16,16] dot_general(%3, %0) {dimension_numbers=(((1,), (0,)), ((), ()))}\n'
+        '  return %4, %5, %6'))
+    sized = device_bytes(g)
+    assert sized is not None
+    assert sized.sizes[2] == 64 * 16 * 4 // 4 and sized.sizes[3] == 64 * 16 * 4 // 4
+    assert sized.sizes[5] == 64 * 4 // 4
+    assert 4 not in sized.sizes and 6 not in sized.sizes  # a split contraction: partial sums
+
+
+def test_elementwise_ops_keep_a_parameters_sharding_and_what_has_none_is_whole() -> None:
+    g = parse(_graph(
+        f'  %0 = f32[64,16] parameter() {{index=0, name="x", sharding={ROWS}}}\n'
+        '  %1 = f32[64,16] parameter() {index=1, name="w"}\n'
         '  %2 = f32[64,16] exp(%0)\n'          # row-split, as x: 1/4 per device
-        '  %3 = f32[64,16] dot_general(%2, %1) {dimension_numbers=(((1,), (0,)), ((), ()))}\n'
-        '  %4 = f32[64,16] sin(%3)\n'          # the dot is counted whole, so is what follows it
+        '  %3 = f32[16,16] dot_general(%2, %1) {dimension_numbers=(((0,), (0,)), ((), ()))}\n'
+        '  %4 = f32[16,16] sin(%3)\n'          # the dot sums the split rows: whole, as is sin
         '  return %4'))
     sized = device_bytes(g)
     assert sized is not None and sized.devices == 4
@@ -40,8 +57,8 @@ def test_elementwise_ops_keep_a_parameters_sharding_and_a_dot_is_whole() -> None
     p = plan(g)
     assert p.devices == 4
     # at the dot: exp's quarter and the dot's whole result; the global plan holds both whole
-    assert p.per_device_peak == 64 * 16 * 4 // 4 + 64 * 16 * 4
-    assert p.peak_bytes == 2 * 64 * 16 * 4
+    assert p.per_device_peak == 64 * 16 * 4 // 4 + 16 * 16 * 4
+    assert p.peak_bytes == 64 * 16 * 4 + 16 * 16 * 4
 
 
 def test_a_constraint_lays_out_its_operand() -> None:
