@@ -152,7 +152,7 @@ class Trace:
             r = registry.run_graph(g, flat, name, self.options)
         value = jax.tree_util.tree_unflatten(self.traced.out_tree, owned(list(r.outputs), flat))
         return RunResult(value, r.seconds, r.peak_bytes, name, r.kernels, r.workers, r.dashboard,
-                         r.program)
+                         r.program, r.devices)
 
     def compare(self, *args: Any, backends: Sequence[str] = ("cpu",),
                 baselines: Sequence[str] = ("numpy", "jax-eager", "jax-jit"),
@@ -257,7 +257,7 @@ class Trace:
                 run_pipeline(g, [p], on_stage=record)
         final = stages[-1].graph
         if options.memory_limit is not None:
-            check_limit(final, options.memory_limit, options.backend)
+            check_limit(final, options.memory_limit, options.backend, options.per_device)
         result = Trace(self.traced, stages, self.example_args, options=options)
         result.fn = getattr(self, "fn", None)
         result.pipeline = given
@@ -282,7 +282,7 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
 
     final = run_pipeline(traced.graph, passes, check=check, on_stage=record)
     if options.memory_limit is not None:
-        check_limit(final, options.memory_limit, options.backend)
+        check_limit(final, options.memory_limit, options.backend, options.per_device)
     result = Trace(traced, stages, args, options=options)
     result.fn = fn  # the baselines of compare() call the user's own function
     result.pipeline = given

@@ -16,17 +16,28 @@ results are allocated once and filled row by row, so one iteration is live at a 
 it cannot generate code for) holds its body's peak: the inputs that die at that node are
 handed to the body (the interpreter core drops its own references first) and freed at their
 last use inside, so a fused program plans, and measures, as its unfused form does.
+A `shard_map` step holds its body's peak once per device of its mesh (reference and cpu run
+every device's body on one host).
+
+Sharded programs: a stage whose values carry shardings (or that holds a shard_map) is also
+planned per device (analysis/device_bytes.py says what one device holds of each value; a
+shard_map body is per device as it stands): `per_device_peak`, over `devices` devices. It
+plans for a device as XLA runs it: every buffer rounded up to DEVICE_ALIGNMENT, and a
+collective's step holding a send buffer the size of its operands (XLA packs the blocks an
+all_to_all or reduce-scatter sends into one contiguous buffer before sending). The global
+figures (`peak_bytes`, `timeline`) stay what all devices hold together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS
 from ..ir.ops.regions import CONTROL_FLOW, bodies
-from ..ir.traits import View
+from ..ir.traits import OpKind, View
+from .device_bytes import device_bytes
 
 # (graph, node, contiguous: node id -> is its buffer contiguous) -> transient bytes the node's
 # step allocates beyond its result (for a loop: beyond one iteration's body peak).
@@ -37,6 +48,10 @@ RunsBody = Callable[[Node], bool]
 # node by node (a backend that runs some bodies as one fused kernel says what those hold)
 BodyPeak = Callable[[Graph], "int | None"]
 REGION_CALLS = frozenset({"kernel", "call"})
+# A per-device plan rounds each buffer up to this: XLA's buffer assignment aligns every buffer
+# to 64 bytes on CPU and GPU devices, which is most of what small sharded programs hold.
+DEVICE_ALIGNMENT = 64
+COLLECTIVES = frozenset(n for n, r in OPS.items() if r.kind == OpKind.COLLECTIVE)
 
 
 def _nothing(g: Graph, n: Node, contiguous: Mapping[int, bool]) -> int:
@@ -96,11 +111,30 @@ class MemoryPlan:
     buffer_of: dict[int, int]  # node id -> the node id owning its buffer
     temporaries: dict[int, int]  # buffer owner id -> bytes, for buffers counted as temporaries
     steps: tuple[int, ...] = ()  # planned bytes at each step: live buffers plus the op's workspace
+    # a sharded stage: the planned peak of one device (its share of each value, the shard_map
+    # bodies once), over `devices` devices; None for an unsharded one
+    per_device_peak: int | None = None
+    devices: int | None = None
+    device_steps: tuple[int, ...] = ()  # a sharded stage: one device's planned bytes per step
+
+    @property
+    def device_peak(self) -> int:
+        """What one device holds at the peak: `per_device_peak` where the stage is sharded,
+        else the peak itself (one device holds everything)."""
+        return self.peak_bytes if self.per_device_peak is None else self.per_device_peak
 
 
 def plan(g: Graph, backend: str = DEFAULT_BACKEND) -> MemoryPlan:
-    """The plan of a whole program on `backend`: its inputs and outputs are not temporaries."""
-    return _plan(g, False, frozenset(), temporaries(backend))
+    """The plan of a whole program on `backend`: its inputs and outputs are not temporaries.
+    A sharded program is planned per device too (`per_device_peak`, `devices`)."""
+    ws = temporaries(backend)
+    whole = _plan(g, False, frozenset(), ws)
+    sharded = device_bytes(g)
+    if sharded is None:
+        return whole
+    one = _plan(g, False, frozenset(), ws, sizes=sharded.sizes, align=DEVICE_ALIGNMENT)
+    return replace(whole, per_device_peak=one.peak_bytes, devices=sharded.devices,
+                   device_steps=one.steps)
 
 
 def body_peak(body: Graph, strided: frozenset[int] = frozenset(),
@@ -163,7 +197,8 @@ def _control_body_peak(n: Node, ws: Workspace, result_counted: bool) -> int:
     return peak
 
 
-def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
+def _external_bytes(g: Graph, owner: dict[int, int],
+                    nbytes: Callable[[Node], int]) -> dict[int, int | None]:
     """buffer owner -> bytes of it that are program outputs (None: all of it). Only some
     elements of a tuple (a loop's or top_k's results) may be outputs."""
     ext: dict[int, int | None] = {}
@@ -171,16 +206,49 @@ def _external_bytes(g: Graph, owner: dict[int, int]) -> dict[int, int | None]:
         buf = owner[o]
         if isinstance(g[buf].type, TupleType) and g[o].op == "get_tuple_element" and buf != o:
             if ext.get(buf, 0) is not None:
-                ext[buf] = (ext.get(buf) or 0) + g[o].type.nbytes
+                ext[buf] = (ext.get(buf) or 0) + nbytes(g[o])
         else:
             ext[buf] = None
     return ext
 
 
+def _share(workspace: int, n: Node, sizes: Mapping[int, int]) -> int:
+    """A node's workspace on one device: its share of the global workspace is its result's."""
+    if n.id not in sizes or not n.type.nbytes:
+        return workspace
+    return workspace * sizes[n.id] // n.type.nbytes
+
+
+def _body_share(peak: int, g: Graph, n: Node, sizes: Mapping[int, int]) -> int:
+    """A kernel's (or call's) body peak on one device: the share of it that one device holds
+    of the region's largest input (its body's values are mostly of that input's shape)."""
+    if not sizes or not n.inputs:
+        return peak
+    big = max(n.inputs, key=lambda i: g[i].type.nbytes)
+    whole = g[big].type.nbytes
+    return peak if not whole else peak * sizes.get(big, whole) // whole
+
+
+def _shard_map_body_peak(n: Node, ws: Temporaries, per_device: bool, align: int) -> int:
+    """A shard_map body's peak (its per-device results included, until put together into the
+    region's result): on one device, or on every device of its mesh at once."""
+    peak = _plan(n.attrs["body"], True, frozenset(), ws, align=align).peak_bytes
+    return peak if per_device else peak * n.attrs["mesh"].size
+
+
 def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
-          ws: Temporaries, handed: Mapping[int, int] | None = None) -> MemoryPlan:
-    """`handed`: parameters whose buffers the body owns (bytes), freed at their last use."""
+          ws: Temporaries, handed: Mapping[int, int] | None = None,
+          sizes: Mapping[int, int] | None = None, align: int = 1) -> MemoryPlan:
+    """`handed`: parameters whose buffers the body owns (bytes), freed at their last use.
+    `sizes`: node id -> bytes of its result on one device (a per-device plan of a sharded
+    program; the others are whole). `align`: each buffer is rounded up to it."""
     handed = handed or {}
+    per_device = sizes is not None
+    sized = sizes or {}
+
+    def nbytes(n: Node) -> int:
+        return -(-sized.get(n.id, n.type.nbytes) // align) * align
+
     owner: dict[int, int] = {}
     contiguous: dict[int, bool] = {}
     for n in g.nodes:
@@ -203,14 +271,14 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
             last_use[owner[o]] = end  # alive past the last step
     external: dict[int, int | None] = {owner[p]: None for p in g.params if p not in handed}
     if not outputs_are_temporaries:
-        external.update(_external_bytes(g, owner))
+        external.update(_external_bytes(g, owner, nbytes))
     temps: dict[int, int] = {}
     for n in g.nodes:
         if owner[n.id] != n.id or n.op in ("parameter", "constant"):
             continue
         ext = external.get(n.id, 0)
-        if ext is not None and n.type.nbytes > ext:
-            temps[n.id] = n.type.nbytes - ext
+        if ext is not None and nbytes(n) > ext:
+            temps[n.id] = nbytes(n) - ext
     for p, nbytes in handed.items():
         temps[p] = nbytes
     frees: dict[int, list[int]] = {}
@@ -225,14 +293,18 @@ def _plan(g: Graph, outputs_are_temporaries: bool, strided: frozenset[int],
         if n.id in temps and n.id not in handed:
             live += temps[n.id]
         if n.op in REGION_CALLS and ws.runs_body(n):
-            at_step = live - temps.get(n.id, 0) + _call_step(
-                g, n, step, contiguous, owner, last_use, temps, ws)
+            at_step = live - temps.get(n.id, 0) + _body_share(_call_step(
+                g, n, step, contiguous, owner, last_use, temps, ws), g, n, sized)
         else:
-            at_step = live + ws.workspace(g, n, contiguous)
+            at_step = live + _share(ws.workspace(g, n, contiguous), n, sized)
         if n.op == "loop":
             at_step += _loop_body_peak(g, n, contiguous, ws)
         elif n.op in CONTROL_FLOW:
             at_step += _control_body_peak(n, ws, n.id in temps)
+        elif n.op == "shard_map":
+            at_step += _shard_map_body_peak(n, ws, per_device, align)
+        elif align > 1 and n.op in COLLECTIVES:  # a device's send buffer (module doc)
+            at_step += sum(nbytes(g[i]) for i in n.inputs)
         if at_step > peak:
             peak, peak_node = at_step, n.id
         timeline.append(live)

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..analysis.device_bytes import devices
 from ..ir import dtypes
 from ..ir.graph import Graph, Node, TupleType
 from ..ir.ops import OPS, OpError
@@ -197,11 +198,12 @@ class JaxExecutable:
         t0 = time.perf_counter()
         outs = self(device_args)
         seconds = time.perf_counter() - t0
-        peak = device_peak_bytes() if _on_gpu() else self.temp_bytes(device_args)
+        count = devices(self.graph)
+        peak = device_peak_bytes(count or 1) if _on_gpu() else self.temp_bytes(device_args)
         text = self.compiled.as_text() if hasattr(self.compiled, "as_text") else ""
         result = [np.asarray(o) for o in outs]
         return Run(result, seconds, int(peak or 0), (Kernel("xla-module", text, seconds),),
-                   peak_how())
+                   peak_how(count), devices=count)
 
 
 _X64_TYPES = frozenset({"f64", "i64", "u64", "c128"})
@@ -222,13 +224,20 @@ def _on_gpu() -> bool:
     return jax.default_backend() == "gpu"
 
 
-def device_peak_bytes() -> int | None:
-    stats = jax.devices()[0].memory_stats() or {}
-    return stats.get("peak_bytes_in_use")
+def device_peak_bytes(count: int = 1) -> int | None:
+    """The largest peak_bytes_in_use of the first `count` devices (a sharded program's mesh
+    is made of the first devices, ir/ops/sharding.py)."""
+    peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in jax.devices()[:count]]
+    known = [p for p in peaks if p is not None]
+    return max(known) if known else None
 
 
-def peak_how() -> str:
-    return "device peak" if _on_gpu() else "XLA memory_analysis"
+def peak_how(devices: int | None = None) -> str:
+    """How the jax backend measures a peak; `devices`: a sharded program's device count (on
+    CPU, XLA's memory_analysis of the partitioned module is one device's; on GPU, the
+    largest of the devices' peaks)."""
+    how = "device peak" if _on_gpu() else "XLA memory_analysis"
+    return how if devices is None else f"{how}, per device"
 
 
 class JaxBackend(Backend):

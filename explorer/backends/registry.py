@@ -69,6 +69,7 @@ class Run:
     dashboard: str | None = None  # a distributed run: its cluster's dashboard
     program: str = ""  # the generated program that ran (the CPU backend's), if any
     steps: tuple[Step, ...] = ()  # per top-level step, where the backend measures it so
+    devices: int | None = None  # a sharded run: peak_bytes is one device's (the largest), of these
 
 
 class Executable(Protocol):

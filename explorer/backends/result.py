@@ -26,6 +26,9 @@ class RunResult:
     workers: tuple[str, ...] = ()  # backend="dask": the workers that ran the split loops' tasks
     dashboard: str | None = None  # backend="dask": the cluster's dashboard link
     program: str = ""  # backend="cpu": the generated program that ran (its source)
+    # a sharded program on the jax backend: peak_bytes is per device (the largest device's),
+    # over this many devices; None: the run's whole peak
+    devices: int | None = None
 
 
 def owned(outs: list[Any], args: Sequence[Any]) -> list[Any]:

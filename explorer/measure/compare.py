@@ -48,6 +48,8 @@ class Comparison:
         out = []
         for r in self.rows:
             peak = "n/a" if r.peak_bytes is None else format_bytes(r.peak_bytes)
+            if r.peak_bytes is not None and r.devices is not None:
+                peak += f" per device (x{r.devices})"
             check = "n/a" if r.error is None else ("ok" if r.ok else f"WRONG ({r.error:.1e})")
             out.append([r.label, f"{r.median * 1e3:.3f}", f"{r.minimum * 1e3:.3f}", peak,
                         r.peak_how, check])
@@ -90,7 +92,8 @@ class Comparison:
         for k, r in enumerate(self.rows):
             if r.peak_bytes is None:
                 m_ax.text(0, k, " n/a", va="center")
-        m_ax.set_xlabel("peak temporaries, MiB")
+        per_device = any(r.devices is not None for r in self.rows)
+        m_ax.set_xlabel("peak temporaries, MiB" + (" (sharded runs: per device)" if per_device else ""))
         fig.tight_layout()
         self.figure = fig
         return fig

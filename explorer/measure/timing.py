@@ -11,6 +11,9 @@ Peak memory means temporaries (everything but inputs and outputs), measured as f
                            an upper bound after bigger runs); on CPU, XLA's planned
                            temporaries from the compiled module's memory_analysis()
   "jax-eager"              on GPU the device's peak; on CPU nothing can see it (None)
+A sharded program's peak on jax and "jax-jit" is per device (`devices` says over how many):
+on GPU the largest of its devices' peaks, on CPU the memory_analysis of XLA's partitioned
+module, which is one device's program ("XLA memory_analysis, per device").
 Timing runs are separate from the run that measures memory, as tracing slows allocation.
 """
 
@@ -26,6 +29,7 @@ import jax
 import numpy as np
 
 from ..backends import registry
+from ..backends.jax import device_peak_bytes
 from ..backends.result import Kernel
 from ..ir.graph import Graph
 from ..options import CompileOptions
@@ -48,6 +52,7 @@ class Measurement:
     workers: tuple[str, ...] = ()  # a distributed run: the workers that ran its tasks
     dashboard: str | None = None  # a distributed run: its cluster's dashboard link
     program: str = ""  # the generated program that ran (the CPU backend's), if any
+    devices: int | None = None  # a sharded run: peak_bytes is per device, over this many
 
 
 def repeat(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
@@ -78,14 +83,24 @@ def measure_graph(graph: Graph, args: Sequence[np.ndarray], backend: str,
     times = registry.time_graph(graph, args, backend, options, repeats, warmup=1)
     m = _measurement(label or backend, backend, times, r.peak_bytes, r.peak_how, r.outputs,
                      want, stage, r.kernels)
-    return replace(m, workers=r.workers, dashboard=r.dashboard, program=r.program)
+    return replace(m, workers=r.workers, dashboard=r.dashboard, program=r.program,
+                   devices=r.devices)
 
 
-def _device_peak() -> int | None:
+def _device_peak(count: int) -> int | None:
     if jax.default_backend() != "gpu":
         return None
-    stats = jax.devices()[0].memory_stats() or {}
-    return stats.get("peak_bytes_in_use")
+    return device_peak_bytes(count)
+
+
+def _devices(compiled: Any) -> int | None:
+    """How many devices a compiled program's arguments span (None: one)."""
+    try:
+        shardings = jax.tree_util.tree_leaves(compiled.input_shardings)
+    except (AttributeError, NotImplementedError):
+        return None
+    count = max((len(s.device_set) for s in shardings), default=1)
+    return count if count > 1 else None
 
 
 def measure_jax(fn: Callable[..., Any], args: Sequence[Any], want: Sequence[np.ndarray] | None,
@@ -99,11 +114,15 @@ def measure_jax(fn: Callable[..., Any], args: Sequence[Any], want: Sequence[np.n
 
     outs = jax.tree_util.tree_leaves(once())
     times = repeat(once, repeats, warmup=1)
-    peak, how = _device_peak(), "device peak"
-    if peak is None and jit:
-        analysis = jax.jit(fn).lower(*device_args).compile().memory_analysis()
+    compiled = jax.jit(fn).lower(*device_args).compile() if jit else None
+    count = _devices(compiled) if jit else None
+    peak, how = _device_peak(count or 1), "device peak"
+    if peak is None and compiled is not None:
+        analysis = compiled.memory_analysis()
         peak, how = (int(analysis.temp_size_in_bytes), "XLA memory_analysis") if analysis else (None, "")
     elif peak is None:
         how = "not visible on CPU"
+    if count is not None and peak is not None:
+        how += ", per device"
     name = "jax-jit" if jit else "jax-eager"
-    return _measurement(name, name, times, peak, how, outs, want)
+    return replace(_measurement(name, name, times, peak, how, outs, want), devices=count)

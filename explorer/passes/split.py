@@ -17,6 +17,12 @@ A seed left whole gets a `missed` remark (explorer/ir/remarks.py) with the bytes
 live: "barrier-op" (its op does not split: a scan, a sort along the axis, an opaque op),
 "no-splittable-axis" (no axis grows a region, with each axis's reason) or "no-chunk-fits"
 (regions grew, but no chunk of them brings the peak down).
+
+A per-device limit (`memory-limit=16MiB/device`, `CompileOptions.per_device`) is checked
+against the planned peak of one device of a sharded program (MemoryPlan.device_peak); the
+loops are still sought where all devices together exceed it, until one device's share fits.
+A shard_map's body runs per device and is not split: a shard_map left whole says so
+("shard-map-body").
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from ..ir.ops import OPS
 from ..ir.remarks import collecting, disabled, enabled, missed, settled
 from ..ir.rewrite import Rewrite
 from ..ir.traits import Split as SplitTrait
-from ..units import format_bytes, parse_bytes
+from ..options import parse_limit
+from ..units import format_bytes
 from . import register
 from .base import PassReport
 from .dce import DCE
@@ -55,14 +62,16 @@ FLOP_S, BYTE_S, NODE_RUN_S = 1 / 2e9, 1 / 5e9, 5e-6
 class InfeasibleMemoryLimit(ValueError):
     """No split brings the program under the limit; says the smallest limit that works."""
 
-    def __init__(self, limit: int, needed: int, node: Node) -> None:
+    def __init__(self, limit: int, needed: int, node: Node, per_device: bool = False) -> None:
         self.limit, self.needed, self.node = limit, needed, node
+        self.per_device = per_device
         line = node.source.line_text if node.source else ""
         where = f" at {node.source}" + (f": {line}" if line else "") if node.source else ""
+        each = " per device" if per_device else ""
         super().__init__(
-            f"memory_limit={format_bytes(limit)} ({limit:,} bytes) cannot be met: the smallest "
-            f"feasible limit is {format_bytes(needed)} ({needed:,} bytes), needed by "
-            f"%{node.id} ({node.op}){where}")
+            f"memory_limit={format_bytes(limit)}{each} ({limit:,} bytes) cannot be met: the "
+            f"smallest feasible limit is {format_bytes(needed)}{each} ({needed:,} bytes), "
+            f"needed by %{node.id} ({node.op}){where}")
 
 
 def budget_of(limit: int) -> int:
@@ -70,59 +79,80 @@ def budget_of(limit: int) -> int:
 
 
 def split_for_limit(graph: Graph, limit: int, backend: str = DEFAULT_BACKEND,
-                    ) -> tuple[Graph, PassReport]:
-    """The split pass as a function; raises InfeasibleMemoryLimit."""
-    out = _split(graph, limit, backend)
+                    per_device: bool = False) -> tuple[Graph, PassReport]:
+    """The split pass as a function; raises InfeasibleMemoryLimit. `per_device`: the limit
+    bounds one device's share of a sharded program."""
+    out = _split(graph, limit, backend, per_device)
     if out is None:
-        raise _infeasible(graph, limit, backend)
+        raise _infeasible(graph, limit, backend, per_device)
     return out
+
+
+def _peak(p: MemoryPlan, per_device: bool) -> int:
+    return p.device_peak if per_device else p.peak_bytes
+
+
+def _planned(g: Graph, backend: str, per_device: bool) -> MemoryPlan:
+    """The plan the limit is checked against: one device's steps and peak for a per-device
+    limit on a sharded program (the whole program's otherwise)."""
+    p = plan(g, backend)
+    if not per_device or p.per_device_peak is None:
+        return p
+    return replace(p, steps=p.device_steps, peak_bytes=p.per_device_peak)
 
 
 @dataclass(frozen=True)
 class Split:
-    """Options: `memory-limit` (bytes or "64MiB"), `backend` (whose declared temporaries the
-    plan counts). Both default to the compile options'."""
+    """Options: `memory-limit` (bytes, "64MiB", or "16MiB/device": per device), `backend`
+    (whose declared temporaries the plan counts). Both default to the compile options'."""
 
     name: str = "split"
     memory_limit: int | None = None
     backend: str | None = None
+    per_device: bool | None = None
     # The compile options this pass reads, the one that calls for it, and where it goes then.
-    options_read: ClassVar[tuple[str, ...]] = ("memory_limit", "backend")
+    options_read: ClassVar[tuple[str, ...]] = ("memory_limit", "backend", "per_device")
     called_for_by: ClassVar[str] = "memory_limit"
     slot_after: ClassVar[str] = "dot-order"
 
     def __post_init__(self) -> None:
         if self.memory_limit is not None and not isinstance(self.memory_limit, int):
-            object.__setattr__(self, "memory_limit", parse_bytes(self.memory_limit))
+            limit, per_device = parse_limit(self.memory_limit)
+            object.__setattr__(self, "memory_limit", limit)
+            if per_device:
+                object.__setattr__(self, "per_device", True)
 
     def __call__(self, graph: Graph) -> tuple[Graph, PassReport]:
         if self.memory_limit is None:
             return graph, PassReport(False, notes=("no memory_limit: nothing to split",))
         with collecting() as said:  # the remarks of the plan that is kept (_split)
             out, report = split_for_limit(graph, self.memory_limit,
-                                          self.backend or DEFAULT_BACKEND)
+                                          self.backend or DEFAULT_BACKEND, bool(self.per_device))
         return out, replace(report, remarks=settled(said, self.name))
 
 
 register(Split)
 
 
-def _split(g: Graph, limit: int, backend: str) -> tuple[Graph, PassReport] | None:
+def _split(g: Graph, limit: int, backend: str, per_device: bool = False,
+           ) -> tuple[Graph, PassReport] | None:
     budget, log, notes = budget_of(limit), [], []
     whole: dict[int, tuple[str, str]] = {}  # seeds left whole: rule, reason
-    if plan(g, backend).peak_bytes > budget:  # dead values would keep region nodes as outputs
+    if _peak(plan(g, backend), per_device) > budget:  # dead values would keep region nodes as outputs
+        _shard_maps_whole(g)
         g, dropped = DCE()(g)
         log += list(dropped.rewrites)
+    each = " per device" if per_device else ""
     for _ in range(MAX_ROUNDS):
-        p = plan(g, backend)
-        if p.peak_bytes <= budget and _fused_peak(g, backend) <= budget:
-            notes.append(f"planned peak {format_bytes(p.peak_bytes)} <= budget "
-                         f"{format_bytes(budget)} (limit {format_bytes(limit)})")
+        p = _planned(g, backend, per_device)
+        if _peak(p, per_device) <= budget and _fused_peak(g, backend, per_device) <= budget:
+            notes.append(f"planned peak {format_bytes(_peak(p, per_device))}{each} <= budget "
+                         f"{format_bytes(budget)} (limit {format_bytes(limit)}{each})")
             for seed, (rule, reason) in whole.items():
                 if seed in g.by_id:  # not taken into a loop later
                     missed("split", rule, reason, [seed], g)
             return g, PassReport(bool(log), tuple(log), tuple(notes))
-        best = _best(g, p, budget, backend, whole if enabled() else None)
+        best = _best(g, p, budget, backend, whole if enabled() else None, per_device)
         if best is None:
             return None
         seed, found = best
@@ -139,10 +169,10 @@ def _excess(p: MemoryPlan, budget: int) -> int:
     return sum(max(0, s - budget) for s in p.steps)
 
 
-def _fused_peak(g: Graph, backend: str) -> int:
-    """The planned peak of `g` once fused."""
+def _fused_peak(g: Graph, backend: str, per_device: bool = False) -> int:
+    """The planned peak of `g` once fused (one device's, with `per_device`)."""
     with disabled():  # fuse's remarks are the fuse pass's, not this plan's
-        return plan(fuse_graph(g)[0], backend).peak_bytes
+        return _peak(plan(fuse_graph(g)[0], backend), per_device)
 
 
 def _seeds(g: Graph, p: MemoryPlan, budget: int) -> list[int]:
@@ -182,27 +212,27 @@ def _regions(g: Graph, seeds: list[int], why: dict[int, list[str]] | None = None
 
 
 def _fits(g: Graph, r: Region, seed: int, chunk: int, budget: int, excess: int,
-          backend: str) -> Loop | None:
+          backend: str, per_device: bool = False) -> Loop | None:
     found = build_loop(g, r, chunk, seed)
-    p = plan(found.graph, backend)
+    p = _planned(found.graph, backend, per_device)
     step = p.steps[p.schedule.index(found.loop)]
     if step > budget or _excess(p, budget) >= excess:
         return None
     with disabled():
-        fused = plan(fuse_graph(found.graph)[0], backend)
+        fused = _planned(fuse_graph(found.graph)[0], backend, per_device)
     return found if fused.steps[fused.schedule.index(found.loop)] <= budget else None
 
 
 def _chunk(g: Graph, r: Region, seed: int, budget: int, excess: int,
-           backend: str) -> Loop | None:
+           backend: str, per_device: bool = False) -> Loop | None:
     lo = max([g[i].attrs["k"] for i in r.steps if g[i].op == "top_k" and r.steps[i].axis is None],
              default=1)
     hi = (r.size + 1) // 2
-    if lo > hi or _fits(g, r, seed, lo, budget, excess, backend) is None:
+    if lo > hi or _fits(g, r, seed, lo, budget, excess, backend, per_device) is None:
         return None
     while lo < hi:  # the largest chunk that fits
         mid = (lo + hi + 1) // 2
-        if _fits(g, r, seed, mid, budget, excess, backend) is not None:
+        if _fits(g, r, seed, mid, budget, excess, backend, per_device) is not None:
             lo = mid
         else:
             hi = mid - 1
@@ -210,7 +240,8 @@ def _chunk(g: Graph, r: Region, seed: int, budget: int, excess: int,
     even = math.ceil(r.size / iterations)
     divisors = [d for d in range(even, lo + 1) if r.size % d == 0]
     chunk = divisors[0] if divisors else even
-    return _fits(g, r, seed, chunk, budget, excess, backend) or _fits(g, r, seed, lo, budget, excess, backend)
+    return (_fits(g, r, seed, chunk, budget, excess, backend, per_device)
+            or _fits(g, r, seed, lo, budget, excess, backend, per_device))
 
 
 def _seconds(found: Loop) -> float:
@@ -221,7 +252,8 @@ def _seconds(found: Loop) -> float:
 
 
 def _best(g: Graph, p: MemoryPlan, budget: int, backend: str,
-          whole: dict[int, tuple[str, str]] | None = None) -> tuple[int, Loop] | None:
+          whole: dict[int, tuple[str, str]] | None = None,
+          per_device: bool = False) -> tuple[int, Loop] | None:
     """The fastest loop found from this round's seeds; `whole` gets the seeds that made none
     (with the remark's rule and reason)."""
     excess = _excess(p, budget) or 1  # 1: only the fused form is over
@@ -231,7 +263,7 @@ def _best(g: Graph, p: MemoryPlan, budget: int, backend: str,
     made: set[int] = set()
     grown: set[int] = set()
     for seed, r in _regions(g, seeds, why, grown):
-        found = _chunk(g, r, seed, budget, excess, backend)
+        found = _chunk(g, r, seed, budget, excess, backend, per_device)
         if found is not None:
             made.add(seed)
             t = _seconds(found)
@@ -245,11 +277,23 @@ def _best(g: Graph, p: MemoryPlan, budget: int, backend: str,
     return None if best is None else (best[1], best[2])
 
 
+def _shard_maps_whole(g: Graph) -> None:
+    """A program over its limit: each shard_map's body is left as it is (module doc)."""
+    for n in g.nodes:
+        if n.op == "shard_map":
+            missed("split", "shard-map-body",
+                   f"%{n.id} (shard_map) is not split inside: its body runs per device, and "
+                   f"the split pass does not split a shard_map's body", [n.id], g)
+
+
 def _left_whole(g: Graph, seed: int, reasons: list[str], grew: bool, budget: int,
                 ) -> tuple[str, str]:
     n = g[seed]
     what = f"%{seed} ({n.op}, {n.type}) stays whole, keeping {format_bytes(n.type.nbytes)} " \
            f"live at the peak (budget {format_bytes(budget)})"
+    if n.op == "shard_map":
+        return "shard-map-body", (f"{what}: a shard_map's body runs per device, and the split "
+                                  f"pass does not split inside it")
     if OPS[n.op].split == SplitTrait.NONE:
         return "barrier-op", f"{what}: {n.op} is a barrier, it does not run in chunks"
     if not grew:
@@ -259,12 +303,13 @@ def _left_whole(g: Graph, seed: int, reasons: list[str], grew: bool, budget: int
                              f"the budget")
 
 
-def _infeasible(g: Graph, limit: int, backend: str) -> InfeasibleMemoryLimit:
+def _infeasible(g: Graph, limit: int, backend: str, per_device: bool = False,
+                ) -> InfeasibleMemoryLimit:
     """The error for `limit`, with the smallest limit that works and the node that needs it."""
-    needed, node, _ = smallest_limit(g, backend)
+    needed, node, _ = smallest_limit(g, backend, per_device=per_device)
     if needed <= limit:  # the limits that work are not all above the smallest: look above
-        needed, node, _ = smallest_limit(g, backend, above=limit)
-    return InfeasibleMemoryLimit(limit, needed, node)
+        needed, node, _ = smallest_limit(g, backend, above=limit, per_device=per_device)
+    return InfeasibleMemoryLimit(limit, needed, node, per_device)
 
 
 class Limits(NamedTuple):
@@ -273,30 +318,33 @@ class Limits(NamedTuple):
     unsplit: int  # a limit under which nothing needs splitting
 
 
-def smallest_limit(g: Graph, backend: str = DEFAULT_BACKEND, above: int = 0) -> Limits:
+def smallest_limit(g: Graph, backend: str = DEFAULT_BACKEND, above: int = 0,
+                   per_device: bool = False) -> Limits:
     """The smallest memory limit the split pass can meet on `g` (above `above`, a limit
     known to fail), to within 1/64 of it (or 256 bytes), the node that needs it, and the
     limit from which nothing needs splitting (the planned peak of `g` and of its fused form,
     plus the reserve). The search starts there and gallops down, then bisects: an attempt
     just under a program's peak is the slowest to fail, and a program that no split makes
     smaller needs only one."""
-    unsplit = max(plan(g, backend).peak_bytes, _fused_peak(g, backend)) + RESERVE
+    unsplit = max(_peak(plan(g, backend), per_device), _fused_peak(g, backend, per_device)) + RESERVE
     lo, hi, step = above, max(above + 1, unsplit), max(256, unsplit // 64)
     while hi - lo > max(256, hi // 64):
         mid = max((lo + hi) // 2, hi - step) if step else (lo + hi) // 2
-        if _split(g, mid, backend) is None:
+        if _split(g, mid, backend, per_device) is None:
             lo, step = mid, 0  # under the smallest: bisect from here on
         else:
             hi, step = mid, step * 2
-    done = _split(g, hi, backend)
+    done = _split(g, hi, backend, per_device)
     final = done[0] if done else g
     peak_node = plan(final, backend).peak_node
     return Limits(hi, final[peak_node] if peak_node is not None else g.nodes[-1], unsplit)
 
 
-def check_limit(g: Graph, limit: int, backend: str = DEFAULT_BACKEND) -> None:
-    """Raise if the final program's planned peak exceeds `limit` (a later pass undid it)."""
+def check_limit(g: Graph, limit: int, backend: str = DEFAULT_BACKEND,
+                per_device: bool = False) -> None:
+    """Raise if the final program's planned peak (one device's, with `per_device`) exceeds
+    `limit` (a later pass undid it)."""
     peak = plan(g, backend)
-    if peak.peak_bytes > budget_of(limit):
+    if _peak(peak, per_device) > budget_of(limit):
         node = g[peak.peak_node] if peak.peak_node is not None else g.nodes[-1]
-        raise InfeasibleMemoryLimit(limit, peak.peak_bytes + RESERVE, node)
+        raise InfeasibleMemoryLimit(limit, _peak(peak, per_device) + RESERVE, node, per_device)

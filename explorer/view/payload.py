@@ -79,7 +79,9 @@ def cost_view(trace: TraceLike, index: int, firing: int = -1) -> CostView:
         prev = trace.stages[index - 1].cost if index > 0 else None
     return CostView(**_cost(cost), prev=_cost(prev) if prev is not None else None,
                     timeline=list(mem.steps), peak_node=mem.peak_node,
-                    memory_limit=trace.memory_limit, nodes=nodes)
+                    memory_limit=trace.memory_limit, nodes=nodes, devices=mem.devices,
+                    device_peak_bytes=mem.per_device_peak,
+                    per_device_limit=trace.options.per_device)
 
 
 def _line_text(graphs: tuple[Graph, Graph], ids: tuple[Iterable[int], Iterable[int]],

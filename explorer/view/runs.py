@@ -47,14 +47,15 @@ def row_of(m: Measurement, key: str, kind: str, stage: int | None,
                   backend=backend, seconds=m.median, min_seconds=m.minimum, repeats=m.repeats,
                   peak_bytes=m.peak_bytes, peak_how=m.peak_how, check=check_text(m),
                   ok=m.ok if m.error is not None else None, error="",
-                  workers=len(m.workers), dashboard=m.dashboard or "")
+                  workers=len(m.workers), dashboard=m.dashboard or "", devices=m.devices)
 
 
 def failed_row(key: str, kind: str, label: str, stage: int | None, backend: str,
                error: str) -> RunRow:
     return RunRow(key=key, kind=kind, label=label, stage=stage,  # type: ignore[typeddict-item]
                   backend=backend, seconds=None, min_seconds=None, repeats=0, peak_bytes=None,
-                  peak_how="", check="", ok=None, error=error, workers=0, dashboard="")
+                  peak_how="", check="", ok=None, error=error, workers=0, dashboard="",
+                  devices=None)
 
 
 class RunLog:

@@ -96,13 +96,19 @@ class CostNumbers(TypedDict):
 class CostView(CostNumbers):
     """The cost tab: this stage's numbers, the previous stage's (null for the traced one), and
     the planned bytes at each step of the schedule (live buffers plus the step's workspace and
-    loop or region body): its maximum is `peak_bytes`, the same computation."""
+    loop or region body): its maximum is `peak_bytes`, the same computation. A sharded stage
+    (null otherwise) runs on `devices` devices, one of which holds `device_peak_bytes` at its
+    planned peak (MemoryPlan.per_device_peak); `per_device_limit`: the memory limit is one
+    device's."""
 
     prev: CostNumbers | None
     timeline: list[int]
     peak_node: int | None
     memory_limit: int | None
     nodes: int
+    devices: int | None
+    device_peak_bytes: int | None
+    per_device_limit: bool
 
 
 class StageView(TypedDict):
@@ -168,6 +174,7 @@ class RunRow(TypedDict):
     error: str
     workers: int  # a distributed run: how many workers ran its tasks (0 otherwise)
     dashboard: str  # a distributed run: its cluster's dashboard link ("" otherwise)
+    devices: int | None  # a sharded run whose peak_bytes is one device's: over how many
 
 
 class RunState(TypedDict):

@@ -79,7 +79,10 @@ export interface CostNumbers {
 /**
  * The cost tab: this stage's numbers, the previous stage's (null for the traced one), and
  * the planned bytes at each step of the schedule (live buffers plus the step's workspace and
- * loop or region body): its maximum is `peak_bytes`, the same computation.
+ * loop or region body): its maximum is `peak_bytes`, the same computation. A sharded stage
+ * (null otherwise) runs on `devices` devices, one of which holds `device_peak_bytes` at its
+ * planned peak (MemoryPlan.per_device_peak); `per_device_limit`: the memory limit is one
+ * device's.
  */
 export interface CostView extends CostNumbers {
   prev: CostNumbers | null;
@@ -87,6 +90,9 @@ export interface CostView extends CostNumbers {
   peak_node: number | null;
   memory_limit: number | null;
   nodes: number;
+  devices: number | null;
+  device_peak_bytes: number | null;
+  per_device_limit: boolean;
 }
 
 /**
@@ -152,6 +158,7 @@ export interface RunRow {
   error: string;
   workers: number;
   dashboard: string;
+  devices: number | null;
 }
 
 /**

@@ -102,13 +102,26 @@ export function costPanel(cost: CostView | null): HTMLElement {
       {},
       metric("FLOPs", "flops", formatCount),
       metric("bytes moved", "bytes", formatBytes),
-      metric("planned peak", "peak_bytes", formatBytes),
+      metric(cost.devices !== null ? "planned peak, all devices" : "planned peak", "peak_bytes", formatBytes),
+      cost.devices !== null && cost.device_peak_bytes !== null
+        ? h(
+            "tr",
+            { class: "gx-perdevice" },
+            h("td", { title: "what one device holds at its planned peak (a shard_map body once, its share of each sharded value)" }, `planned peak per device (${cost.devices} devices)`),
+            h("td", { class: "gx-numcell" }, formatBytes(cost.device_peak_bytes)),
+            h("td", { class: "gx-numcell" }, "—"),
+            h("td", { class: "gx-numcell" }, "—"),
+          )
+        : null,
     ),
   );
-  const caption = `planned bytes at each step (${cost.timeline.length} steps; the highest is the planned peak)` +
+  // a per-device limit bounds one device's peak, not the all-devices timeline drawn here
+  const limitLine = cost.per_device_limit ? null : cost.memory_limit;
+  const caption = `planned bytes at each step${cost.devices !== null ? ", all devices together" : ""} (${cost.timeline.length} steps; the highest is the planned peak)` +
     (cost.peak_node !== null ? `, peak at %${cost.peak_node}` : "") +
-    (cost.memory_limit ? `; the line is the memory limit, ${formatBytes(cost.memory_limit)}` : "");
-  return h("div", { class: "gx-costpanel" }, table, h("figure", { class: "gx-figure" }, timelinePlot(cost.timeline, cost.memory_limit), h("figcaption", {}, caption)));
+    (cost.memory_limit && !cost.per_device_limit ? `; the line is the memory limit, ${formatBytes(cost.memory_limit)}` : "") +
+    (cost.memory_limit && cost.per_device_limit ? `; the memory limit, ${formatBytes(cost.memory_limit)} per device, bounds the planned peak per device` : "");
+  return h("div", { class: "gx-costpanel" }, table, h("figure", { class: "gx-figure" }, timelinePlot(cost.timeline, limitLine), h("figcaption", {}, caption)));
 }
 
 export interface SavedFile {
@@ -255,7 +268,7 @@ function runRow(r: RunRow, time: number, mem: number, jit: number | null): HTMLE
   // what a stage row times: one call of the executable gx.compile calls too
   const what = r.kind === "baseline" ? "runs" : "calls of the stage's compiled executable (cpu: its generated program; jax: one jax.jit call)";
   const timeTitle = r.seconds === null ? "" : `median of ${r.repeats} ${what}` + (r.min_seconds !== null ? `; fastest ${formatSeconds(r.min_seconds)}` : "");
-  const memText = r.peak_bytes === null ? `n/a${r.peak_how ? ` (${r.peak_how})` : ""}` : formatBytes(r.peak_bytes);
+  const memText = r.peak_bytes === null ? `n/a${r.peak_how ? ` (${r.peak_how})` : ""}` : formatBytes(r.peak_bytes) + (r.devices !== null ? " per device" : "");
   const memTitle = r.peak_how ? `peak temporaries, measured by ${r.peak_how}` : "peak temporaries";
   const check = r.ok === null ? r.check : `${r.ok ? "✓" : "✗"} ${r.check}`;
   return h(

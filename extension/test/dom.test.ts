@@ -4,7 +4,7 @@ import { expect } from "./expect";
 import { sanitizeSvg } from "../src/sanitize";
 import { StaticModel } from "../src/static-model";
 import { renderWidget, toggleTarget } from "../src/widget";
-import { diffTable } from "../src/views";
+import { costPanel, diffTable } from "../src/views";
 import { boxKeys, hottest } from "../src/heat";
 
 import { timelinePlot } from "../src/plot";
@@ -158,7 +158,7 @@ describe("the widget", () => {
 
   const row = (over: Record<string, unknown>) => ({
     key: "k", kind: "stage", label: "dce on cpu", stage: 3, backend: "cpu", seconds: 0.002, min_seconds: 0.0019,
-    repeats: 5, peak_bytes: 96, peak_how: "tracemalloc", check: "matches the reference", ok: true, error: "", workers: 0, dashboard: "", ...over,
+    repeats: 5, peak_bytes: 96, peak_how: "tracemalloc", check: "matches the reference", ok: true, error: "", workers: 0, dashboard: "", devices: null, ...over,
   });
 
   it("draws run rows as bars against the baselines", async () => {
@@ -186,6 +186,22 @@ describe("the widget", () => {
     expect(el.querySelector('[data-key="3:cpu"] .gx-versus')!.textContent).toBe("2.00× slower");
     expect(el.querySelector('[data-key="baseline:numpy"] .gx-versus')!.textContent).toBe("4.00× slower");
     expect(el.querySelector(".gx-run-bad")!.textContent).toContain("✗ WRONG");
+  });
+
+  it("says per device where a sharded stage's figures are one device's", async () => {
+    const base = fixture().views[1].cost!;
+    const sharded = costPanel({ ...base, devices: 4, device_peak_bytes: 16, memory_limit: 32, per_device_limit: true });
+    expect(sharded.querySelector(".gx-perdevice")!.textContent).toContain("planned peak per device (4 devices)16 B");
+    expect(sharded.querySelector(".gx-cost")!.textContent).toContain("planned peak, all devices");
+    expect(sharded.querySelector("figcaption")!.textContent).toContain("32 B per device, bounds the planned peak per device");
+    const plain = costPanel(base);
+    expect(plain.querySelector(".gx-perdevice")).toBeNull();
+    expect(plain.querySelector(".gx-cost")!.textContent!.includes("per device")).toBe(false);
+    model.set("run_rows", [row({ key: "3:jax", label: "dce on jax", backend: "jax", peak_bytes: 1024, peak_how: "XLA memory_analysis, per device", devices: 4 })]);
+    model.set("tab", "run");
+    model.save_changes();
+    await flush();
+    expect(el.querySelector('[data-key="3:jax"]')!.textContent).toContain("1.0 KiB per device");
   });
 
   it("shows the runs still to come while running", async () => {

@@ -31,7 +31,7 @@ const view = (i: number): ExportView => ({
         { pass: "simplify", kind: "missed", rule: "fold-in-body", reason: "the body's constant is read twice", nodes: [3], source: "In[3]:3", region: "%2.body", line_text: "return y + 1", before_keys: ["n2"], after_keys: ["n2"] },
       ]
     : [],
-  cost: { flops: 10, bytes: 100, peak_bytes: 48, prev: i ? { flops: 12, bytes: 100, peak_bytes: 96 } : null, timeline: [0, 48, 48, 0], peak_node: 1, memory_limit: null, nodes: 3 },
+  cost: { flops: 10, bytes: 100, peak_bytes: 48, prev: i ? { flops: 12, bytes: 100, peak_bytes: 96 } : null, timeline: [0, 48, 48, 0], peak_node: 1, memory_limit: null, nodes: 3, devices: null, device_peak_bytes: null, per_device_limit: false },
   kernels: [],
 });
 
