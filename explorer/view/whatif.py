@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..ir.graph import Node
+from ..options import parse_limit as options_limit
 from ..passes.base import Pass
 from ..passes.pipeline import PipelineError, pass_spec, resolve
 from ..passes.split import InfeasibleMemoryLimit, Limits, Split, smallest_limit
-from ..units import parse_bytes
 from .payload import cost_view
 from .schema import RunRow, StageView, WhatIf
 
@@ -32,27 +32,40 @@ PLANS = 8  # earlier plans whose stages a re-plan may reuse
 NO_LIMIT = 2**62  # a limit that nothing needs splitting for: the split's input unchanged
 
 
-def limit_text(limit: int | None) -> str:
-    """A limit as the text box shows it: "" for none, "16MiB", "64KiB", else bytes."""
+def limit_text(limit: int | None, per_device: bool = False) -> str:
+    """A limit as the text box shows it: "" for none, "16MiB", "64KiB", else bytes; a limit
+    on each device's share ends in "/device"."""
     if limit is None:
         return ""
+    each = "/device" if per_device else ""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if limit % size == 0:
-            return f"{limit // size}{unit}"
-    return str(limit)
+            return f"{limit // size}{unit}{each}"
+    return f"{limit}{each}"
+
+
+def trace_limit_text(trace: TraceLike) -> str:
+    """The text box's value for `trace`'s own limit."""
+    return limit_text(trace.memory_limit, trace.options.per_device)
+
+
+def read_limit(text: str) -> tuple[int | None, bool]:
+    """The memory_limit trait's value as (bytes, per device?): "" or "none" for no limit,
+    else a byte size, on each device's share when it ends in "/device" (options.parse_limit)."""
+    if not isinstance(text, str):
+        raise ValueError(f"memory_limit must be text such as '16MiB', '16MiB/device', "
+                         f"'16777216' or '' (none), got {text!r}")
+    if text.strip().lower() in ("", "none"):
+        return None, False
+    try:
+        return options_limit(text)
+    except ValueError as e:
+        raise ValueError(f"memory_limit: {e}") from None
 
 
 def parse_limit(text: str) -> int | None:
-    """The memory_limit trait's value: "" or "none" for no limit, else a byte size."""
-    if not isinstance(text, str):
-        raise ValueError(f"memory_limit must be text such as '16MiB', '16777216' or '' "
-                         f"(none), got {text!r}")
-    if text.strip().lower() in ("", "none"):
-        return None
-    try:
-        return parse_bytes(text)
-    except ValueError as e:
-        raise ValueError(f"memory_limit: {e}") from None
+    """The memory_limit trait's value in bytes (None for no limit)."""
+    return read_limit(text)[0]
 
 
 def passes_of(trace: TraceLike, pipeline: Sequence[Any]) -> list[Pass]:
@@ -119,13 +132,15 @@ class WhatIfs:
             raise ValueError(f"stages {', '.join(outside)} were not made by passes here (a "
                              f"trace of XLA's own pipeline, gx.xla_pipeline): there is "
                              f"nothing to plan again")
-        limit = parse_limit(memory_limit)
+        limit, per_device = read_limit(memory_limit)
         wanted = passes_of(trace, pipeline)
         found = self.limits.get(self._key(trace, [pass_spec(p) for p in wanted]))
-        if limit is not None and found is not None and limit < found.smallest:
-            raise InfeasibleMemoryLimit(limit, found.smallest, found.node)
+        if limit is not None and not per_device and found is not None and limit < found.smallest:
+            raise InfeasibleMemoryLimit(limit, found.smallest, found.node)  # (found: global)
         self.plans = [list(trace.stages), *self.plans][:PLANS]
-        return trace.replanned(memory_limit=limit, pipeline=wanted, reuse=self.plans)
+        return trace.replanned(memory_limit=None if limit is None else
+                               limit_text(limit, per_device) if per_device else limit,
+                               pipeline=wanted, reuse=self.plans)
 
     def status(self, trace: TraceLike, rows: Sequence[RunRow] = (), working: str = "") -> WhatIf:
         """What the widget shows of the plan: its numbers, the limits found, why the last
@@ -176,5 +191,5 @@ def kept_views(old: TraceLike, new: TraceLike, views: dict[tuple, StageView]
 def page_state(trace: TraceLike) -> dict[str, Any]:
     """The what-if traits of a page with no kernel (view/export.py): the plan it shows; the
     front end says that changing it needs a kernel."""
-    return {"memory_limit": limit_text(trace.memory_limit), "pipeline": specs_of(trace),
+    return {"memory_limit": trace_limit_text(trace), "pipeline": specs_of(trace),
             "pass_names": [], "whatif": WhatIfs().status(trace)}

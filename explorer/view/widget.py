@@ -39,7 +39,7 @@ from .runs import RunLog
 from .schema import DEFAULTS, ProfileState, RemarkRow, ReproducerFile, RunState, StageView, Traits, fields
 from .source import source_listing
 from .summary import summary_html
-from .whatif import WhatIfs, kept_views, limit_text, specs_of
+from .whatif import WhatIfs, kept_views, specs_of, trace_limit_text
 
 if TYPE_CHECKING:
     from ..measure.profile import Profile
@@ -105,7 +105,7 @@ class TraceWidget(SyncedTraits):
         source = source_listing(trace.stages[0].graph)
         kwargs.setdefault("show_source", bool(source))
         self._whatifs, self._whatif_live = WhatIfs(), False
-        kwargs.setdefault("memory_limit", limit_text(trace.memory_limit))
+        kwargs.setdefault("memory_limit", trace_limit_text(trace))
         kwargs.setdefault("pipeline", specs_of(trace))
         kwargs.update(pass_names=pass_names(), whatif=self._whatifs.status(trace))
         super().__init__(title=trace.name, stages=stage_summaries(trace), source=source,
@@ -113,7 +113,7 @@ class TraceWidget(SyncedTraits):
         self.on_msg(self._on_message)
         self._show(self.index)
         self._whatif_live = True
-        if (self.memory_limit, list(self.pipeline)) != (limit_text(trace.memory_limit),
+        if (self.memory_limit, list(self.pipeline)) != (trace_limit_text(trace),
                                                          specs_of(trace)):
             self.replan()  # asked for in the options
 
@@ -356,7 +356,7 @@ class TraceWidget(SyncedTraits):
             self._whatifs.refused = e
             self._whatif_live = False
             try:
-                self.memory_limit = limit_text(self.trace.memory_limit)
+                self.memory_limit = trace_limit_text(self.trace)
                 self.pipeline = specs_of(self.trace)
             finally:
                 self._whatif_live = True

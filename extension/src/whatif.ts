@@ -88,7 +88,7 @@ export function whatIfPanel(model: Model): WhatIfPanel {
   };
   const text = h("input", {
     class: "gx-whatif-text",
-    attrs: { type: "text", placeholder: "none, 16MiB or bytes", spellcheck: "false" },
+    attrs: { type: "text", placeholder: "none, 16MiB, 16MiB/device or bytes", spellcheck: "false" },
     on: { change: commit, keydown: (ev: KeyboardEvent) => ev.key === "Enter" && text.blur() }, // blur: change
   }) as HTMLInputElement;
 

@@ -16,7 +16,7 @@ from explorer.passes.split import smallest_limit
 from explorer.trace import Stage
 from explorer.view.export import export_data
 from explorer.view.schema import WhatIf, problems
-from explorer.view.whatif import limit_text, parse_limit
+from explorer.view.whatif import limit_text, parse_limit, read_limit
 
 R = np.random.default_rng(0)
 
@@ -190,3 +190,17 @@ def test_limit_text_round_trips() -> None:
     for n in (None, 1, 1000, 1024, 65536, 3 * 2**20, 2**30 + 1):
         assert parse_limit(limit_text(n)) == n
     assert parse_limit("none") is None and parse_limit(" 16 MiB ") == 16 * 2**20
+    assert read_limit(limit_text(65536, per_device=True)) == (65536, True)
+    assert read_limit("16MiB per device") == (16 * 2**20, True) and read_limit("") == (None, False)
+
+
+def test_a_limit_per_device_is_planned_and_shown_as_such(trace: gx.Trace) -> None:
+    """`16MiB/device` in the text box: the plan bounds one device's share (the whole program,
+    here, which runs on one device), and the box keeps saying per device."""
+    w = trace.widget(prefetch=False)
+    w.memory_limit = "64KiB/device"
+    assert w.whatif["error"] == "" and "split" in names(w)
+    assert w.trace.options.per_device and w.trace.memory_limit == 65536
+    assert w.memory_limit == "64KiB/device" and w.whatif["planned_peak"] <= 65536
+    w.memory_limit = "64KiB"
+    assert not w.trace.options.per_device and w.memory_limit == "64KiB"
