@@ -153,7 +153,9 @@ export function labelOf(g: Element): string {
 }
 
 /** The corners of a box or frame's shape, from its drawn points (no layout needed). */
-export function shapeBounds(g: Element): { x0: number; y0: number; x1: number; y1: number } | null {
+export type Bounds = { x0: number; y0: number; x1: number; y1: number };
+
+export function shapeBounds(g: Element): Bounds | null {
   const xs: number[] = [];
   const ys: number[] = [];
   for (const el of Array.from(g.querySelectorAll("path, polygon, ellipse"))) {
@@ -176,35 +178,46 @@ export function shapeBounds(g: Element): { x0: number; y0: number; x1: number; y
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-function svgEl(tag: string, attrs: Record<string, string | number>, text = ""): SVGElement {
+export function svgEl(tag: string, attrs: Record<string, string | number>, text = ""): SVGElement {
   const el = document.createElementNS(SVG_NS, tag) as SVGElement;
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
   if (text) el.textContent = text;
   return el;
 }
 
-/** Outline the top boxes: `ranks` maps a box key to the ranks (1 = slowest) of the nodes it
- * draws; each gets a ring around its shape and a tag with its ranks. Returns how many. */
-export function markTop(svg: SVGSVGElement, ranks: Map<string, number[]>): number {
-  for (const el of Array.from(svg.querySelectorAll(".gx-top-mark"))) el.remove();
-  for (const el of Array.from(svg.querySelectorAll(".gx-topnode"))) el.classList.remove("gx-topnode");
+/** Decorate the boxes of a drawn graph whose key `marks` holds: `draw(value, bounds)` makes
+ * the decoration (class `mark`), appended to the box, which gets class `boxClass`. The earlier
+ * decorations of that class go first (an empty map takes them all off). Returns how many. */
+export function markBoxes<T>(svg: SVGSVGElement, marks: Map<string, T>, mark: string, boxClass: string, draw: (value: T, b: Bounds) => SVGElement): number {
+  for (const el of Array.from(svg.querySelectorAll(`.${mark}`))) el.remove();
+  for (const el of Array.from(svg.querySelectorAll(`.${boxClass}`))) el.classList.remove(boxClass);
   let marked = 0;
   for (const g of Array.from(svg.querySelectorAll("g.node, g.cluster"))) {
     const key = keyOf(g);
-    const r = key ? ranks.get(key) : undefined;
-    const b = r ? shapeBounds(g) : null;
-    if (!r || !b) continue;
+    const value = key ? marks.get(key) : undefined;
+    const b = value !== undefined ? shapeBounds(g) : null;
+    if (value === undefined || !b) continue;
+    const el = draw(value, b);
+    el.classList.add(mark);
+    g.appendChild(el);
+    g.classList.add(boxClass);
+    marked += 1;
+  }
+  return marked;
+}
+
+/** Outline the top boxes: `ranks` maps a box key to the ranks (1 = slowest) of the nodes it
+ * draws; each gets a ring around its shape and a tag with its ranks. Returns how many. */
+export function markTop(svg: SVGSVGElement, ranks: Map<string, number[]>): number {
+  return markBoxes(svg, ranks, "gx-top-mark", "gx-topnode", (r, b) => {
     const label = r.map((k) => `#${k}`).join(" ");
-    const ring = svgEl("g", { class: "gx-top-mark" });
+    const ring = svgEl("g", {});
     ring.appendChild(svgEl("rect", { class: "gx-top-ring", x: b.x0 - 4, y: b.y0 - 4, width: b.x1 - b.x0 + 8, height: b.y1 - b.y0 + 8, rx: 6 }));
     const w = 7 * label.length + 6;
     ring.appendChild(svgEl("rect", { class: "gx-top-tag", x: b.x0 - 4, y: b.y0 - 15, width: w, height: 12, rx: 3 }));
     ring.appendChild(svgEl("text", { class: "gx-top-text", x: b.x0 - 1, y: b.y0 - 5.5 }, label));
-    g.appendChild(ring);
-    g.classList.add("gx-topnode");
-    marked += 1;
-  }
-  return marked;
+    return ring;
+  });
 }
 
 /** Colour the boxes of a drawn graph by `cells` (null: take the overlay off), on `stops`.

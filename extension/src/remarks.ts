@@ -3,10 +3,9 @@
 // nodes with a missed remark carry a marker; a remark's line picks it in the source panel.
 
 import { h } from "./dom";
-import { shapeBounds } from "./heat";
+import { markBoxes, svgEl } from "./heat";
 import { shortLine } from "./measured";
 import type { RemarkRow } from "./schema.gen";
-import { keyOf } from "./source";
 
 /** The remarks about box `key` in either pane ("": all of them); explorer/view/payload.py's
  * remarks_at. */
@@ -35,37 +34,18 @@ export function remarkNodes(r: RemarkRow): string {
   return r.region ? `${ids} in ${r.region}` : ids;
 }
 
-const SVG_NS = "http://www.w3.org/2000/svg";
-
 /** Mark the boxes of `boxes` (missedBoxes) with a "?" badge at their top right corner, whose
  * hover text gives the remarks (empty map: take the markers off). Returns how many. */
 export function markMissed(svg: SVGSVGElement, boxes: Map<string, RemarkRow[]>): number {
-  for (const el of Array.from(svg.querySelectorAll(".gx-missed-badge"))) el.remove();
-  for (const el of Array.from(svg.querySelectorAll(".gx-missed"))) el.classList.remove("gx-missed");
-  let marked = 0;
-  for (const g of Array.from(svg.querySelectorAll("g.node, g.cluster"))) {
-    const key = keyOf(g);
-    const rows = key ? boxes.get(key) : undefined;
-    const b = rows ? shapeBounds(g) : null;
-    if (!rows || !b) continue;
-    const badge = document.createElementNS(SVG_NS, "g");
-    badge.setAttribute("class", "gx-missed-badge");
+  return markBoxes(svg, boxes, "gx-missed-badge", "gx-missed", (rows, b) => {
     const lines = rows.slice(0, 4).map((r) => `missed ${remarkText(r)}`);
     if (rows.length > 4) lines.push(`and ${rows.length - 4} more`);
-    badge.setAttribute("data-tip", [...lines, "click the box, then the why tab"].join("\n"));
+    const badge = svgEl("g", { "data-tip": [...lines, "click the box, then the why tab"].join("\n") });
     const cx = b.x1 - 1;
     const cy = b.y0 + 1;
-    const circle = document.createElementNS(SVG_NS, "circle");
-    for (const [k, v] of Object.entries({ cx, cy, r: 7 })) circle.setAttribute(k, String(v));
-    const text = document.createElementNS(SVG_NS, "text");
-    for (const [k, v] of Object.entries({ x: cx, y: cy + 3.5, "text-anchor": "middle" })) text.setAttribute(k, String(v));
-    text.textContent = "?";
-    badge.append(circle, text);
-    g.appendChild(badge);
-    g.classList.add("gx-missed");
-    marked += 1;
-  }
-  return marked;
+    badge.append(svgEl("circle", { cx, cy, r: 7 }), svgEl("text", { x: cx, y: cy + 3.5, "text-anchor": "middle" }, "?"));
+    return badge;
+  });
 }
 
 export interface WhyOptions {
