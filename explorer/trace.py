@@ -230,14 +230,15 @@ class Trace:
 
     def replanned(self, memory_limit: int | str | None | EllipsisType = ...,
                   pipeline: str | Sequence[str | Pass] | None = None,
-                  reuse: Sequence[Sequence[Stage]] = ()) -> Trace:
+                  reuse: Sequence[Sequence[Stage]] = (), check: bool | None = None) -> Trace:
         """The same traced program through `pipeline` (default: this trace's, `self.pipeline`)
         under `memory_limit` (default: this trace's; None: no limit), without tracing it
         again: a stage whose pass and input graph are the same as one of this trace's is that
         stage (a pass is a function of its graph), so a new limit re-runs the split and what
         it changed; so is one of `reuse` (the stages of other plans of this program). Raises
         as explore() does (an unknown pass: PipelineError naming the registered ones; an
-        infeasible limit: InfeasibleMemoryLimit), leaving this trace as it was."""
+        infeasible limit: InfeasibleMemoryLimit), leaving this trace as it was. `check`: verify
+        each new stage (passes/pipeline.py; default: under pytest or GAMBIT_VERIFY=1)."""
         options = self.options if memory_limit is ... else \
             self.options.with_(memory_limit=None) if memory_limit is None else \
             CompileOptions.make(memory_limit, base=self.options)
@@ -254,7 +255,7 @@ class Trace:
             if same:
                 stages.append(same[0])
             else:
-                run_pipeline(g, [p], on_stage=record)
+                run_pipeline(g, [p], check=check, on_stage=record)
         final = stages[-1].graph
         if options.memory_limit is not None:
             check_limit(final, options.memory_limit, options.backend, options.per_device)
@@ -273,17 +274,8 @@ def explore(fn: Callable[..., Any], *args: Any, pipeline: str | Sequence[str | P
     options = CompileOptions.make(memory_limit, base=options)
     registry.get(options.backend)  # an unknown backend fails before any work
     given = resolve(DEFAULT_PIPELINE if pipeline is None else pipeline)
-    passes = configure(given, options)
     traced = trace(fn, *args)
-    stages = [Stage("traced", traced.graph, PassReport(changed=False))]
-
-    def record(p: Pass, g: Graph, report: PassReport) -> None:
-        stages.append(Stage(p.name, g, report, p))
-
-    final = run_pipeline(traced.graph, passes, check=check, on_stage=record)
-    if options.memory_limit is not None:
-        check_limit(final, options.memory_limit, options.backend, options.per_device)
-    result = Trace(traced, stages, args, options=options)
-    result.fn = fn  # the baselines of compare() call the user's own function
-    result.pipeline = given
-    return result
+    start = Trace(traced, [Stage("traced", traced.graph, PassReport(changed=False))], args,
+                  options=options)
+    start.fn = fn  # the baselines of compare() call the user's own function
+    return start.replanned(pipeline=given, check=check)

@@ -30,48 +30,37 @@ def keep(store: Taken, x: Any) -> None:
     store[key] = x
 
 
-def _newest(store: Taken) -> Any:
-    return next(reversed(store.values()), None)
+class Newest:
+    """The newest measurement of one kind (`store`: the record's dict of them); assigning
+    one records it, assigning None forgets every one of that kind."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+
+    def __get__(self, record: Any, owner: Any = None) -> Any:
+        return None if record is None else next(reversed(getattr(record, self.store).values()),
+                                                None)
+
+    def __set__(self, record: Any, x: Any) -> None:
+        store = getattr(record, self.store)
+        if x is None:
+            store.clear()
+        else:
+            keep(store, x)
 
 
 class Latest:
     """Every measurement of each kind taken of one trace (see the module docstring)."""
+
+    profile: Profile | None = Newest("profiles")  # type: ignore[assignment]
+    roofline: Roofline | None = Newest("rooflines")  # type: ignore[assignment]
+    timeline: MemoryTimeline | None = Newest("timelines")  # type: ignore[assignment]
 
     def __init__(self) -> None:
         self.profiles: Taken = {}
         self.rooflines: Taken = {}
         self.timelines: Taken = {}
         self.numerics: Numerics | None = None
-
-    def _set(self, store: Taken, x: Any) -> None:
-        if x is None:
-            store.clear()
-        else:
-            keep(store, x)
-
-    @property
-    def profile(self) -> Profile | None:
-        return _newest(self.profiles)
-
-    @profile.setter
-    def profile(self, x: Profile | None) -> None:
-        self._set(self.profiles, x)
-
-    @property
-    def roofline(self) -> Roofline | None:
-        return _newest(self.rooflines)
-
-    @roofline.setter
-    def roofline(self, x: Roofline | None) -> None:
-        self._set(self.rooflines, x)
-
-    @property
-    def timeline(self) -> MemoryTimeline | None:
-        return _newest(self.timelines)
-
-    @timeline.setter
-    def timeline(self, x: MemoryTimeline | None) -> None:
-        self._set(self.timelines, x)
 
 
 _LATEST: WeakKeyDictionary[object, Latest] = WeakKeyDictionary()
