@@ -68,12 +68,14 @@ def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
 # No fused multiply-add contraction: x*x - y must round twice, as the reference and JAX do
 # (CuPy's own -ftz=true still flushes subnormals; options cannot undo it).
 NVRTC_OPTIONS = ("--fmad=false",)
+# A RawModule's options (grid reductions, row kernels, map-reduce kernels): CuPy adds none.
+RAW_MODULE_OPTIONS = ("--std=c++14", *NVRTC_OPTIONS)
 
 
 def _build(code: GpuKernelCode | GpuGridCode | GpuRowCode) -> Any:
     cp = _cp()
     if isinstance(code, GpuGridCode | GpuRowCode):
-        module = cp.RawModule(code=code.source, options=("--std=c++14", *NVRTC_OPTIONS))
+        module = cp.RawModule(code=code.source, options=RAW_MODULE_OPTIONS)
         names = [code.name] + ([f"{code.name}_combine"] if getattr(code, "parts", 1) > 1 else [])
         return {n: module.get_function(n) for n in names}
     if code.kind == "elementwise":
