@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from ..reference import check_args
 from ..registry import Backend, Run, Step, register
 from ..result import Kernel
 from .codegen import GpuKernelCode, generate
+from .graphs import CapturedProgram, cupy_capture, host_syncs
 from .mapreduce import body_peak, compile_body
 from .program import device_op, generate_program, to_device
 from .reduce import THREADS, GpuGridCode, GpuRowCode, generate_grid, generate_rows, is_grid, launch, listing
@@ -278,20 +280,40 @@ class GpuProgram(Executable):
         super().__init__(graph,
                          lambda g: generate_program(g, _cp(), compile_kernel, GpuInterpreter),
                          lambda g: GpuInterpreter(g, memory_limit=memory_limit))
+        self.captured: CapturedProgram | None = None
+        if self.program is not None:
+            reasons = host_syncs(graph, self.program.kernels)
+            if os.environ.get("GAMBIT_GPU_GRAPHS", "1") == "0":
+                reasons.append("GAMBIT_GPU_GRAPHS=0")
+            self.captured = cupy_capture(self.program.fn, reasons)
+
+    @property
+    def source(self) -> str:
+        """The generated program, then whether it runs as a captured CUDA graph (graphs.py)."""
+        text = super().source
+        return text + self.captured.listing(self.graph) if self.captured is not None else text
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         cp = _cp()
         return [to_device(cp, a) for a in check_args(self.graph, args)]
 
     def run_program(self, prepared: Sequence[Any]) -> list[Any]:
-        outs = self.program.fn(*prepared)  # type: ignore[union-attr]
+        """The program as its CUDA graph, captured on the first call (graphs.py), or line
+        by line where it cannot be captured. Arguments on the host or the device."""
+        assert self.program is not None and self.captured is not None
+        if self.captured.capturable:
+            outs = self.captured(*prepared)
+        else:
+            outs = self.program.fn(*[to_device(_cp(), a) for a in prepared])
         sync()
         return outs
 
     def call(self, flat: Sequence[Any]) -> list[Any]:
-        """gx.compile's call: the user's (host or device) arrays moved to the device, then
-        the program."""
-        return self.execute(self.prepare(flat))
+        """gx.compile's call: the user's arrays checked, then the program; host arrays go
+        to the device once, straight into the captured graph's input buffers."""
+        if self.program is None:
+            return self.execute(self.prepare(flat))
+        return self.run_program(check_args(self.graph, flat))
 
     def sync(self) -> None:
         sync()

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...ir.graph import Graph
+from .program import to_device
 
 Signature = tuple[tuple[tuple[int, ...], str], ...]
 
@@ -110,14 +111,14 @@ class CapturedProgram:
     def capturable(self) -> bool:
         return not self.reasons
 
-    def listing(self, graph: Graph) -> str:
+    def listing(self, graph: Graph | None = None) -> str:
         """The note the program's listing carries."""
         if self.reasons:
             return ("# CUDA graph: not captured, the program runs line by line: "
                     + "; ".join(self.reasons) + "\n")
         return ("# CUDA graph: captured once per signature (shapes, dtypes) on its first call, "
                 "replayed after: arguments copied into its input buffers, one launch\n"
-                + "".join(f"# {s}\n" for s in scans(graph)))
+                + "".join(f"# {s}\n" for s in (scans(graph) if graph else ())))
 
     def __call__(self, *args: Any) -> list[Any]:
         if self.reasons:
@@ -138,6 +139,8 @@ class CapturedProgram:
     def _copy_in(self, buf: Any, a: Any) -> None:
         if isinstance(a, self.xp.ndarray):
             self.xp.copyto(buf, a)
+        elif a.ndim == 0:  # (to_device keeps a 0-d -0.0's sign: see there)
+            self.xp.copyto(buf, to_device(self.xp, a))
         else:  # a host array: straight into the device buffer
             buf.set(a)
 
