@@ -70,6 +70,8 @@ def device(x: Any) -> Any:
 
 
 def _refill(buffers: Any, fresh: Any) -> None:
+    if isinstance(buffers, np.ndarray) and not buffers.flags.writeable:
+        return  # a read-only view (broadcast_to): its base is recomputed where it is made
     if isinstance(buffers, np.ndarray):
         np.copyto(buffers.view(np.ndarray), np.asarray(plain(fresh)).reshape(buffers.shape),
                   casting="unsafe")

@@ -26,10 +26,12 @@ from explorer.ir import Graph, Node
 from explorer.measure.inputs import random_inputs
 from tests.backends.gpu import fake_device
 from tests.backends.gpu.fake_device import TAPE, FakeStream, HostSync, private_pool, xp
+from tests.corpora.wide import PROGRAMS as WIDE_PROGRAMS
 from tests.corpora.zoo import zoo
 from tests.passes.semantic import assert_outputs_close
 
 ZOO = zoo()
+WIDE = {f"wide {name}": make for name, make in WIDE_PROGRAMS.items()}  # (made when tested)
 HOST_READS = {"while_halving", "cond_switch"}  # a while, a cond: each read on the host
 
 
@@ -100,9 +102,9 @@ def _check(g: Graph, got: list[Any], args: list[np.ndarray], what: str) -> None:
     assert_outputs_close(want, [np.asarray(fake_device.plain(o)) for o in got], what)
 
 
-@pytest.mark.parametrize("name", sorted(set(ZOO) - HOST_READS))
-def test_a_zoo_program_is_captured_once_and_replayed_without_its_python(name: str) -> None:
-    fn, args = ZOO[name]
+@pytest.mark.parametrize("name", sorted(set(ZOO) - HOST_READS) + list(WIDE))
+def test_a_program_is_captured_once_and_replayed_without_its_python(name: str) -> None:
+    fn, args = ZOO[name] if name in ZOO else WIDE[name]("small")
     t = gx.explore(fn, *args)
     g = t.final.graph
     cap, entry, _ = _captured(g)
