@@ -285,7 +285,17 @@ class GpuProgram(Executable):
             reasons = host_syncs(graph, self.program.kernels)
             if os.environ.get("GAMBIT_GPU_GRAPHS", "1") == "0":
                 reasons.append("GAMBIT_GPU_GRAPHS=0")
-            self.captured = cupy_capture(self.program.fn, reasons)
+            self.captured = cupy_capture(self.program.fn, reasons, self._pool_limit())
+
+    def _pool_limit(self) -> int | None:
+        """A captured graph's pool under a `memory_limit`: the limit, plus its input buffers
+        and two sets of outputs (the first call's and the graph's), which it does not count."""
+        if self.memory_limit is None:
+            return None
+        g = self.graph
+        ins = sum(g[p].type.nbytes for p in g.params)
+        outs = sum(g[o].type.nbytes for o in g.outputs)
+        return self.memory_limit + ins + 2 * outs
 
     @property
     def source(self) -> str:

@@ -106,6 +106,7 @@ class CapturedProgram:
     captured: dict[Signature, Captured] = field(default_factory=dict)
     captures: int = 0
     replays: int = 0
+    kept: list[Any] = field(default_factory=list)  # pools of abandoned captures
 
     @property
     def capturable(self) -> bool:
@@ -159,6 +160,7 @@ class CapturedProgram:
             except Exception as e:  # a host synchronisation CUDA refused under capture
                 with _quiet():
                     stream.end_capture()
+                self.kept.append(pool)  # (this call's results live in it)
                 self.reasons.append(f"the capture failed ({type(e).__name__}: "
                                     f"{(str(e).splitlines() or [''])[0]})")
                 return first
@@ -177,13 +179,18 @@ def _quiet() -> Iterator[None]:
         pass
 
 
-def cupy_capture(fn: Callable[..., list[Any]], reasons: list[str]) -> CapturedProgram:
+def cupy_capture(fn: Callable[..., list[Any]], reasons: list[str],
+                 limit: int | None = None) -> CapturedProgram:
     """`fn` captured with CuPy: a non-blocking stream per signature, and a private memory
-    pool per graph. (Not yet run on a GPU: see the module's docstring.)"""
+    pool per graph, holding its buffers from one call to the next (of at most `limit`
+    bytes where given: an allocation past it fails with CuPy's OutOfMemoryError). (Not yet
+    run on a GPU: see the module's docstring.)"""
     import cupy
 
     def pool() -> tuple[Any, AbstractContextManager[Any]]:
         p = cupy.cuda.MemoryPool()
+        if limit is not None:
+            p.set_limit(size=limit)
         return p, cupy.cuda.using_allocator(p.malloc)
 
     return CapturedProgram(fn, cupy, lambda: cupy.cuda.Stream(non_blocking=True), pool,

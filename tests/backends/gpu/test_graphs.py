@@ -218,3 +218,31 @@ def test_the_fake_stream_refuses_what_cuda_refuses_under_capture() -> None:
     x[...] = 2.0
     graph.launch()
     assert fake_device.plain(y).tolist() == [6.0, 6.0]
+
+
+@pytest.mark.parametrize("name", ["gpt_block", "while_halving"])
+def test_the_gpu_backends_program_runs_through_its_graph(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """backend.GpuProgram on the fake device: its listing says whether the stage is a
+    captured graph, `gx.compile`'s call (host arrays) and a measured run's warm-up go
+    through it, and its results are the reference's."""
+    from explorer.backends.gpu import backend
+
+    monkeypatch.setattr(backend, "_cp", lambda: xp)
+    monkeypatch.setattr(backend, "sync", lambda: None)
+    monkeypatch.setattr(backend, "compile_kernel", FakeKernel)
+    monkeypatch.setattr(backend, "cupy_capture", lambda fn, reasons, limit=None:
+                        CapturedProgram(fn, xp, FakeStream, private_pool, reasons))
+    fn, args = ZOO[name]
+    t = gx.explore(fn, *args)
+    g = t.final.graph
+    exe = backend.GpuProgram(g)
+    assert exe.program is not None and exe.captured is not None
+    capturable = name not in HOST_READS
+    assert exe.captured.capturable == capturable
+    assert ("# CUDA graph: captured once per signature" in exe.source) == capturable
+    assert ("# CUDA graph: not captured" in exe.source) != capturable
+    traced = reference.check_args(g, t.flat_args(args))
+    for a in (traced, _inputs(g, 1, traced), _inputs(g, 2, traced)):
+        _check(g, exe.call(a), a, name)
+    _check(g, exe.execute(exe.prepare(traced)), traced, name)  # device arguments
+    assert (exe.captured.captures, exe.captured.replays) == ((1, 3) if capturable else (0, 0))
