@@ -246,3 +246,25 @@ def test_the_gpu_backends_program_runs_through_its_graph(name: str, monkeypatch:
         _check(g, exe.call(a), a, name)
     _check(g, exe.execute(exe.prepare(traced)), traced, name)  # device arguments
     assert (exe.captured.captures, exe.captured.replays) == ((1, 3) if capturable else (0, 0))
+
+
+def test_a_kernel_on_its_host_reference_keeps_the_program_from_capture() -> None:
+    """host_syncs over the program's kernels: one without CUDA (its body runs on the host
+    reference, the value copied there and back) is a reason, an output fusion's by its
+    epilogue."""
+
+    class Kernel:
+        def __init__(self, name: str, code: Any, reason: str = "") -> None:
+            self.name, self.code, self.reason = name, code, reason
+
+    class Fusion:
+        name = "fused_9"
+        epilogue = Kernel("fused_9_epilogue", None, "no CUDA form for this epilogue")
+
+    fn, args = ZOO["gpt_block"]
+    g = gx.explore(fn, *args).final.graph
+    assert host_syncs(g, [Kernel("fused_3", "CUDA")]) == []
+    got = host_syncs(g, [Kernel("fused_3", "CUDA"), Kernel("fused_5", None, "bitcast has no form"),
+                         Fusion()])
+    assert got == ["kernel fused_5: runs its host reference (bitcast has no form)",
+                   "kernel fused_9: runs its host reference (no CUDA form for this epilogue)"]
