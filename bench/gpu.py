@@ -13,6 +13,8 @@ Sections, each skipped with a note once the time budget is spent:
   - memory-safe: the Gaussian kernel-vector product (float64, D=3) under a memory limit,
     N=20,000 (and N=200,000 with --large) against jax.jit and KeOps (pykeops on the GPU,
     when it builds); kNN (k=10, d=3, float64, 1e4 queries x 1e5 points) queries per second;
+  - graphs (issue 40): each model's stage as its captured CUDA graph against the same
+    program line by line and jax.jit, on device arguments, and whether it was captured;
   - kNN neighbours (issue 24): 2,000 queries x 20,000 points, d=3, k=8, float32: the rows
     whose neighbours differ from jax.jit's of the naive program, and whether each is a
     near-tie in float64 distances.
@@ -144,6 +146,46 @@ def bench_models() -> None:
             record("models", name, error=f"{type(e).__name__}: {str(e)[:300]}")
 
 
+# ---------------------------------------------------------------- graphs (issue 40, Part 2)
+
+def bench_graphs() -> None:
+    """Each model's final stage three ways on device-resident arguments: its CUDA graph
+    replayed (backends/gpu/graphs.py), the same program line by line, and jax.jit; plus the
+    graph called as a user calls it (host arrays in). Whether it was captured, and why not."""
+    from bench.models import jit_of, models
+
+    if BACKEND != "gpu":
+        record("graphs", "skipped", note=f"CUDA graphs need the gpu backend, not {BACKEND}")
+        return
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    for name, (fn, args) in models().items():
+        try:
+            jitted, want = jit_of(fn, args)
+            t = gx.explore(fn, *args)
+            exe = registry.executable(t.final.graph, BACKEND, t.options)
+            flat = t.flat_args(args)
+            dev = exe.prepare(flat)
+            lines = [_host(o) for o in exe.program.fn(*dev)]  # type: ignore[union-attr]
+            exe.run_program(dev)  # the first call captures
+            replayed = [_host(o) for o in exe.run_program(dev)]
+            cap = exe.captured
+            graph_s = _median_seconds(lambda e=exe, d=dev: e.run_program(d))
+            lines_s = _median_seconds(lambda e=exe, d=dev: (e.program.fn(*d), stream.synchronize()))
+            host_s = _median_seconds(lambda e=exe, f=flat: e.call(f))
+            jit = _median_seconds(lambda f=jitted, a=args: jax.block_until_ready(f(*a)))
+            record("graphs", name, captured=bool(cap and cap.capturable),
+                   why_not="; ".join(cap.reasons) if cap else "no program",
+                   graph_ms=graph_s * 1e3, lines_ms=lines_s * 1e3, host_args_ms=host_s * 1e3,
+                   jit_ms=jit * 1e3, graph_over_jit=graph_s / jit, lines_over_graph=lines_s / graph_s,
+                   rel_err_graph_vs_lines=_rel(replayed, lines),
+                   rel_err_vs_jit=_rel(replayed, jax.tree_util.tree_leaves(want)),
+                   captures=cap.captures if cap else 0, replays=cap.replays if cap else 0)
+        except Exception as e:  # noqa: BLE001
+            record("graphs", name, error=f"{type(e).__name__}: {str(e)[:300]}")
+
+
 # ---------------------------------------------------------------- memory-safe
 
 def _split_gpu(fn: Callable[..., Any], args: tuple[Any, ...], limit: str) -> tuple[Any, Any]:
@@ -266,7 +308,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows here too")
     ap.add_argument("--budget", type=float, default=600.0, help="seconds; later sections skip")
     ap.add_argument("--large", action="store_true", help="also N=200,000 (kernel-vector)")
-    ap.add_argument("--only", default="kernels,knn-exact,memory-safe,models",
+    ap.add_argument("--only", default="kernels,knn-exact,memory-safe,models,graphs",
                     help="comma-separated sections")
     ap.add_argument("--backend", default="gpu", help=argparse.SUPPRESS)
     ap.add_argument("--small", action="store_true", help=argparse.SUPPRESS)
@@ -295,6 +337,7 @@ def main() -> None:
                                 bench_knn_speed(10_000 // SMALL, 100_000 // SMALL, "256MiB"),
                                 a.large and bench_kernel_vector(200_000, "256MiB", False)),
         "models": bench_models,
+        "graphs": bench_graphs,
     }
     for name in a.only.split(","):
         if time.perf_counter() - START > a.budget:

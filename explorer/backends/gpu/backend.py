@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from ..reference import check_args
 from ..registry import Backend, Run, Step, register
 from ..result import Kernel
 from .codegen import GpuKernelCode, generate
+from .graphs import CapturedProgram, cupy_capture, host_syncs
 from .mapreduce import body_peak, compile_body
 from .program import device_op, generate_program, to_device
 from .reduce import THREADS, GpuGridCode, GpuRowCode, generate_grid, generate_rows, is_grid, launch, listing
@@ -68,12 +70,14 @@ def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
 # No fused multiply-add contraction: x*x - y must round twice, as the reference and JAX do
 # (CuPy's own -ftz=true still flushes subnormals; options cannot undo it).
 NVRTC_OPTIONS = ("--fmad=false",)
+# A RawModule's options (grid reductions, row kernels, map-reduce kernels): CuPy adds none.
+RAW_MODULE_OPTIONS = ("--std=c++14", *NVRTC_OPTIONS)
 
 
 def _build(code: GpuKernelCode | GpuGridCode | GpuRowCode) -> Any:
     cp = _cp()
     if isinstance(code, GpuGridCode | GpuRowCode):
-        module = cp.RawModule(code=code.source, options=("--std=c++14", *NVRTC_OPTIONS))
+        module = cp.RawModule(code=code.source, options=RAW_MODULE_OPTIONS)
         names = [code.name] + ([f"{code.name}_combine"] if getattr(code, "parts", 1) > 1 else [])
         return {n: module.get_function(n) for n in names}
     if code.kind == "elementwise":
@@ -276,20 +280,50 @@ class GpuProgram(Executable):
         super().__init__(graph,
                          lambda g: generate_program(g, _cp(), compile_kernel, GpuInterpreter),
                          lambda g: GpuInterpreter(g, memory_limit=memory_limit))
+        self.captured: CapturedProgram | None = None
+        if self.program is not None:
+            reasons = host_syncs(graph, self.program.kernels)
+            if os.environ.get("GAMBIT_GPU_GRAPHS", "1") == "0":
+                reasons.append("GAMBIT_GPU_GRAPHS=0")
+            self.captured = cupy_capture(self.program.fn, reasons, self._pool_limit())
+
+    def _pool_limit(self) -> int | None:
+        """A captured graph's pool under a `memory_limit`: the limit, plus its input buffers
+        and two sets of outputs (the first call's and the graph's), which it does not count."""
+        if self.memory_limit is None:
+            return None
+        g = self.graph
+        ins = sum(g[p].type.nbytes for p in g.params)
+        outs = sum(g[o].type.nbytes for o in g.outputs)
+        return self.memory_limit + ins + 2 * outs
+
+    @property
+    def source(self) -> str:
+        """The generated program, then whether it runs as a captured CUDA graph (graphs.py)."""
+        text = super().source
+        return text + self.captured.listing(self.graph) if self.captured is not None else text
 
     def prepare(self, args: Sequence[np.ndarray]) -> list[Any]:
         cp = _cp()
         return [to_device(cp, a) for a in check_args(self.graph, args)]
 
     def run_program(self, prepared: Sequence[Any]) -> list[Any]:
-        outs = self.program.fn(*prepared)  # type: ignore[union-attr]
+        """The program as its CUDA graph, captured on the first call (graphs.py), or line
+        by line where it cannot be captured. Arguments on the host or the device."""
+        assert self.program is not None and self.captured is not None
+        if self.captured.capturable:
+            outs = self.captured(*prepared)
+        else:
+            outs = self.program.fn(*[to_device(_cp(), a) for a in prepared])
         sync()
         return outs
 
     def call(self, flat: Sequence[Any]) -> list[Any]:
-        """gx.compile's call: the user's (host or device) arrays moved to the device, then
-        the program."""
-        return self.execute(self.prepare(flat))
+        """gx.compile's call: the user's arrays checked, then the program; host arrays go
+        to the device once, straight into the captured graph's input buffers."""
+        if self.program is None:
+            return self.execute(self.prepare(flat))
+        return self.run_program(check_args(self.graph, flat))
 
     def sync(self) -> None:
         sync()
