@@ -73,6 +73,12 @@ def _index(idx: TensorType, batch: str, k: int) -> str:
         else f"(long)idx[{batch}]"
 
 
+def _repeats(index_map: Sequence[int], batching: Sequence[int]) -> bool:
+    """Whether an operand dimension takes its start from two places (the references let the
+    last win; the kernels here take one)."""
+    return len(set(index_map) | set(batching)) != len(index_map) + len(batching)
+
+
 def _clip(v: str, upper: int) -> str:
     return f"({v} < 0 ? 0L : {v} > {upper}L ? {upper}L : {v})"
 
@@ -90,6 +96,8 @@ def prepare_gather(op: str, ins: Sequence[TensorType], out: TensorType, a: Attrs
     offset, collapsed, start_map, obatch, ibatch = (_dims(a, k) for k in (
         "offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
         "start_indices_batching_dims"))
+    if _repeats(start_map, obatch):
+        return "a start_index_map naming an operand dimension twice"
     sizes, mode = tuple(a["slice_sizes"]), a.get("mode", "promise_in_bounds")
     batch_shape = idx.shape[:-1]
     batch_pos = [d for d in range(out.rank) if d not in offset]  # result dims of the batch
@@ -154,6 +162,8 @@ def prepare_scatter(op: str, ins: Sequence[TensorType], out: TensorType, a: Attr
     window, inserted, to_operand, obatch, ibatch = (_dims(a, k) for k in (
         "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
         "operand_batching_dims", "scatter_indices_batching_dims"))
+    if _repeats(to_operand, obatch):
+        return "scatter_dims_to_operand_dims naming an operand dimension twice"
     mode = a.get("mode", "fill")
     kept = [d for d in range(x.rank) if d not in inserted + obatch]
     sizes = [1] * x.rank
