@@ -77,7 +77,6 @@ def prepare_conv(op: str, ins: Sequence[TensorType], out: TensorType, a: Attrs) 
     k = lhs.rank - 2
     fg, bg = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
     groups = fg * bg
-    n, c = lhs.shape[ls[0]], lhs.shape[ls[1]]
     o, i = rhs.shape[rs[0]], rhs.shape[rs[1]]
     x_sp = [lhs.shape[d] for d in ls[2:]]
     kern = [rhs.shape[d] for d in rs[2:]]

@@ -27,7 +27,7 @@ import numpy as np
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
 from ..program_writer import Program, ProgramWriter, generate, ident
-from . import routines
+from . import oom, routines
 
 HEADER = '''"""The generated program of @{name} (gambit-explorer's GPU backend): one line per node, in
 schedule order, every value on the device; `ops.X` is op X's NumPy reference on device arrays
@@ -125,5 +125,9 @@ def generate_program(graph: Graph, xp: Any, compile_kernel: Callable[[Node, str]
     where `xp` is CuPy; none, so the references run, on NumPy unless given)."""
     if launcher is None and xp is not np:
         launcher = routines.cupy_launcher(xp)
-    return generate(graph, lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel, reuse,  # type: ignore[arg-type]
-                                                   launcher))
+    program = generate(graph, lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel,  # type: ignore[arg-type]
+                                                      reuse, launcher))
+    # an out-of-memory error on the device names the node that asked (oom.py)
+    program.fn = oom.guard(program.fn, program.source, xp)
+    program.measured = oom.guard_measured(program.measured, graph, xp)
+    return program

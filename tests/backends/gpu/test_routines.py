@@ -1,0 +1,168 @@
+"""Convolutions, pooling, gathers and scatters as generated CUDA in the GPU program
+(backends/gpu/routines.py), where there is no GPU: each routine's CUDA compiled for the host
+(tests/backends/cuda_host.py) and launched through the routine's own code with NumPy standing
+in for CuPy. Here: the whole zoo's GPU programs (old zoo and wide zoo) with the routines, equal
+to the reference, and with no reference line left for a convolution, a window reduction, a
+gather or a scatter; the program's line names the method; an op without a CUDA form keeps its
+reference line with a note. Each routine's own edge cases: test_conv.py, test_window.py,
+test_indexing.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+import explorer as gx
+from explorer.backends import reference
+from explorer.backends.gpu import routines
+from explorer.backends.gpu.program import generate_program
+from explorer.backends.reference import NumpyInterpreter
+from explorer.ir import dtypes
+from explorer.ir.graph import Attrs, TensorType
+from explorer.ir.ops import OPS
+from tests.backends.cuda_host import build_module, host_call, host_compiler
+from tests.backends.gpu.test_program import HostKernel
+from tests.corpora.wide import wide
+from tests.corpora.zoo import zoo
+from tests.passes.semantic import assert_outputs_close
+
+pytestmark = pytest.mark.skipif(host_compiler() is None, reason="no g++ to build the host kernels")
+
+THREADS = 64  # the host's block (routines' kernels are grid-stride loops: any block size)
+ROUTINE_OPS = ("conv_general_dilated", "reduce_window_sum", "reduce_window_max",
+               "reduce_window_min", "select_and_scatter_add", "select_and_gather_add", "gather",
+               "scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max")
+PROGRAMS = {**zoo(), **{f"wide {k}": v for k, v in wide("small").items()}}
+
+
+def host_launcher(source: str) -> routines.Call:
+    return host_call(build_module(source), THREADS)
+
+
+def routine_of(op: str, ins: Sequence[np.ndarray], attrs: dict) -> routines.Routine | str:
+    types = [TensorType(x.shape, dtypes.from_numpy(x.dtype)) for x in ins]
+    out = OPS[op].infer(types, Attrs(attrs))
+    r = routines.prepare(op, types, out, Attrs(attrs))
+    assert r is not None
+    return r
+
+
+def check_op(op: str, ins: Sequence[np.ndarray], attrs: dict, how: str = "") -> np.ndarray:
+    """The op's routine on the host against its reference (exactly for everything but float
+    sums); returns the routine's result."""
+    r = routine_of(op, ins, attrs)
+    assert isinstance(r, routines.Routine), r
+    assert how in r.how
+    with np.errstate(all="ignore"):
+        want = np.asarray(OPS[op].ref(*ins, **attrs))
+        got = r.bind(np, host_launcher)(*ins)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
+    assert_outputs_close([want], [got], op)
+    return got
+
+
+def gpu_program(fn: Callable[..., Any], *args: Any, launcher: Any = host_launcher) -> tuple:
+    t = gx.explore(fn, *args)
+    g = t.final.graph
+    program = generate_program(g, np, HostKernel, NumpyInterpreter, launcher)
+    return g, program, reference.check_args(g, t.flat_args(args))
+
+
+def run_against_reference(fn: Callable[..., Any], *args: Any) -> str:
+    """The GPU program of `fn` with the routines, equal to the reference; its source."""
+    g, program, flat = gpu_program(fn, *args)
+    with np.errstate(all="ignore"):
+        assert_outputs_close(reference.evaluate(g, flat), program.fn(*flat), "program")
+    return program.source
+
+
+def reference_lines(source: str) -> dict[str, int]:
+    """`ops.X` calls of the program's entry (not its measured twin), by op."""
+    entry = source.split("def program_measured")[0]
+    out: dict[str, int] = {}
+    for name in re.findall(r"ops\.(\w+)\(", entry):
+        out[name] = out.get(name, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_zoo_runs_its_convolutions_pooling_and_indexing_as_generated_cuda(name: str) -> None:
+    fn, args = PROGRAMS[name]
+    g, program, flat = gpu_program(fn, *args)
+    with np.errstate(all="ignore"):
+        assert_outputs_close(reference.evaluate(g, flat), program.fn(*flat), name)
+    left = reference_lines(program.source)
+    routed = {o.replace("-", "_") for o in ROUTINE_OPS}
+    assert not routed & set(left), f"{name}: reference lines left: {left}"
+    used = {n.op for n in g.nodes if n.op in ROUTINE_OPS}
+    for op in used:
+        assert re.search(rf"= as_\w+\({re.escape(op.replace('-', '_'))}_\w+\(.*\)\)  # ", program.source)
+
+
+def test_the_zoo_programs_have_fewer_reference_lines_than_without_the_routines() -> None:
+    """The count the issue asks for: with the routines, the zoo's GPU programs keep no
+    reference line for convolutions, pooling, gathers or scatters (38 convolutions, 11
+    gathers, 13 scatter-adds, 3 poolings and 2 pooling gradients before)."""
+    before: dict[str, int] = {}
+    after: dict[str, int] = {}
+    for name in ("cnn_grad", "gpt_grad", "gp_grad", "wide unet", "wide gnn"):
+        fn, args = next(v for k, v in PROGRAMS.items() if k.startswith(name))
+        t = gx.explore(fn, *args)
+        for launcher, into in ((None, before), (host_launcher, after)):
+            source = generate_program(t.final.graph, np, HostKernel, NumpyInterpreter,
+                                      launcher).source
+            for op, k in reference_lines(source).items():
+                into[op] = into.get(op, 0) + k
+    routed = {o.replace("-", "_") for o in ROUTINE_OPS}
+    assert sum(k for op, k in before.items() if op in routed) >= 20
+    assert sum(k for op, k in after.items() if op in routed) == 0
+    assert sum(after.values()) < sum(before.values())
+
+
+def test_an_op_without_a_cuda_form_keeps_its_reference_line_with_a_note() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) > 5  # bools: no CUDA gather here
+    src = run_against_reference(lambda x, i: x[i], x, np.array([2, 0, 3], np.int32))
+    assert "ops.gather(" in src
+    assert re.search(r"reference on device arrays: gather %\d+ .*\(a gather of bools", src)
+    y = np.random.default_rng(0).standard_normal((2, 6, 6, 3)).astype(np.float16)
+    src = run_against_reference(lambda y: jax.lax.reduce_window(
+        y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"), y)  # f16: no CUDA form
+    assert "ops.reduce_window_max(" in src
+    assert re.search(r"reference on device arrays: reduce_window_max %\d+ .*f16", src)
+
+
+def test_a_program_without_a_launcher_keeps_the_references() -> None:
+    fn, args = PROGRAMS["cnn"]
+    _, program, _ = gpu_program(fn, *args, launcher=None)
+    assert "ops.conv_general_dilated(" in program.source
+    assert "# im2col" not in program.source and "# direct" not in program.source
+
+
+def test_a_routine_module_is_built_once_and_only_when_called() -> None:
+    built: list[str] = []
+
+    def launcher(source: str) -> routines.Call:
+        built.append(source)
+        return host_launcher(source)
+
+    r = routine_of("gather", [np.ones((5, 4), np.float32), np.zeros((3, 1), np.int32)],
+                   {"offset_dims": (1,), "collapsed_slice_dims": (0,), "start_index_map": (0,),
+                    "slice_sizes": (1, 4), "mode": "clip"})
+    assert isinstance(r, routines.Routine)
+    fn = r.bind(np, launcher)
+    assert built == []
+    for _ in range(3):
+        fn(np.ones((5, 4), np.float32), np.array([[1], [7], [-2]], np.int32))
+    assert len(built) == 1 and fn.how == r.how and "__global__ void gather" in fn.source
+
+
+def test_prepare_leaves_other_ops_alone() -> None:
+    t = TensorType((3,), "f32")
+    assert routines.prepare("add", [t, t], t, Attrs({})) is None
