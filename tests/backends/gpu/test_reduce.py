@@ -334,3 +334,15 @@ def test_the_sources_compile_for_the_device() -> None:
         (k,) = kernels_of(gx.explore(fn, x).final.graph)
         done = nvcc_ptx(_code(k.attrs["body"]).source)
         assert done.returncode == 0, done.stderr
+
+
+def test_column_reductions_compile_under_nvrtc() -> None:
+    from tests.backends.gpu.test_routines import _nvrtc, nvrtc_log
+
+    if _nvrtc() is None:
+        pytest.skip("cuda-bindings' NVRTC is not installed")
+    x = np.ones((5000, 64), np.float32)
+    for fn in (lambda x: jnp.tanh(x).sum(0), lambda x: jnp.max(x, 0), lambda x: x.mean(0) / x[0]):
+        (k,) = kernels_of(gx.explore(fn, x, pipeline=["fuse"]).final.graph)
+        code = _code(k.attrs["body"])
+        assert code.kind == "columns" and nvrtc_log(code.source) is None, nvrtc_log(code.source)

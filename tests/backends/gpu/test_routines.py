@@ -166,3 +166,65 @@ def test_a_routine_module_is_built_once_and_only_when_called() -> None:
 def test_prepare_leaves_other_ops_alone() -> None:
     t = TensorType((3,), "f32")
     assert routines.prepare("add", [t, t], t, Attrs({})) is None
+
+
+def _nvrtc() -> Any:
+    """NVRTC through cuda-bindings, or None where it is not installed (or finds no library)."""
+    try:
+        from cuda.bindings import nvrtc
+
+        nvrtc.nvrtcVersion()
+    except Exception:  # (ImportError, or the library not found)
+        return None
+    return nvrtc
+
+
+def nvrtc_log(source: str) -> str | None:
+    """NVRTC's compile of `source` to PTX for sm_90 with the options CuPy's RawModule gets:
+    None when it compiles, else the log."""
+    nvrtc = _nvrtc()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"routine.cu", 0, [], [])
+    opts = [b"--std=c++14", b"--fmad=false", b"--gpu-architecture=compute_90"]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return None
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    return log.decode(errors="replace")
+
+
+def _routines_of(g: Any) -> list[routines.Routine]:
+    """The routines of every node of `g` and of the bodies under it."""
+    out = []
+    for n in g.nodes:
+        for key in ("body", "cond"):
+            if key in n.attrs and hasattr(n.attrs[key], "nodes"):
+                out += _routines_of(n.attrs[key])
+        for b in n.attrs.get("branches") or ():
+            out += _routines_of(b)
+        r = routines.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
+        if isinstance(r, routines.Routine):
+            out.append(r)
+    return out
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="cuda-bindings' NVRTC is not installed")
+def test_every_routine_of_the_zoo_compiles_under_nvrtc() -> None:
+    from explorer.backends.gpu import conv
+
+    sources = {}
+    for fn, args in PROGRAMS.values():
+        for r in _routines_of(gx.explore(fn, *args).final.graph):
+            sources[r.source] = r
+    ins, attrs = OPS["conv_general_dilated"].sample(np.random.default_rng(1))
+    for m in ("direct", "im2col + cuBLAS"):  # both methods, whatever the zoo's shapes chose
+        conv_method, conv.method = conv.method, lambda *a, m=m: m
+        try:
+            r = routine_of("conv_general_dilated", ins, attrs)
+        finally:
+            conv.method = conv_method
+        sources[r.source] = r
+    assert len(sources) >= 20
+    for source, r in sources.items():
+        assert nvrtc_log(source) is None, f"{r.op} ({r.how}):\n{nvrtc_log(source)}"
