@@ -1,6 +1,7 @@
 """Ops that are not fused kernels, as generated CUDA (and cuBLAS where a product is the bulk
 of the work), their layout worked out when the program is made: convolutions (conv.py),
-window reductions and the pooling gradients (window.py), gathers and scatters (indexing.py).
+window reductions and the pooling gradients (window.py), gathers and scatters (indexing.py),
+pads and concatenations (shape_ops.py).
 
 `prepare(op, input types, result type, attrs)` gives a `Routine` (the CUDA module's source,
 the listing's words for the method, and how a call runs it), a reason string where the op is
@@ -130,9 +131,9 @@ def c_takes(*ds: str) -> str | None:
 def prepare(op: str, ins: Sequence[Type], out: Type, attrs: Attrs) -> Routine | str | None:
     """The generated CUDA of `op` for these types, a reason it has none here, or None when
     `op` is not one that this module lays out."""
-    from . import conv, indexing, window
+    from . import conv, indexing, shape_ops, window
 
-    for table in (conv.PREPARERS, window.PREPARERS, indexing.PREPARERS):
+    for table in (conv.PREPARERS, window.PREPARERS, indexing.PREPARERS, shape_ops.PREPARERS):
         if op in table:
             types = tensor_types([*ins, out])
             if types is None:
