@@ -27,7 +27,7 @@ import numpy as np
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
 from ..program_writer import Program, ProgramWriter, generate, ident
-from . import oom, routines
+from . import oom, routine_table, routines
 
 HEADER = '''"""The generated program of @{name} (gambit-explorer's GPU backend): one line per node, in
 schedule order, every value on the device; `ops.X` is op X's NumPy reference on device arrays
@@ -103,13 +103,18 @@ class GpuWriter(ProgramWriter):
         that has no CUDA form here keeps its reference line, and a note says why."""
         if self.launcher is None:
             return None
-        r = routines.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
+        r = routine_table.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
         if isinstance(r, str):
             where = f" at {n.source.file}:{n.source.line}" if n.source else ""
             self.notes.append(f"reference on device arrays: {n.op} %{n.id}{where} ({r})")
         if not isinstance(r, routines.Routine):
             return None
-        fn = self.bind(f"{ident(n.op)}_{prefix}{n.id}", r.bind(self.xp, self.launcher))
+        name = ident(f"{n.op}_{prefix}{n.id}")
+        # (listed with the kernels, in program order; the measured twin takes the first walk's)
+        bound = (next(self.reuse_kernels) if self.reuse_kernels is not None
+                 else r.bind(self.xp, self.launcher, name))
+        self.kernels.append(bound)
+        fn = self.bind(name, bound)
         return f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))  # {r.how}"
 
     def header(self, graph: Graph) -> str:

@@ -3,10 +3,10 @@ of the work), their layout worked out when the program is made: convolutions (co
 window reductions and the pooling gradients (window.py), gathers and scatters (indexing.py),
 pads and concatenations (shape_ops.py).
 
-`prepare(op, input types, result type, attrs)` gives a `Routine` (the CUDA module's source,
-the listing's words for the method, and how a call runs it), a reason string where the op is
-one of these but its shapes or types have no CUDA form here (the program then runs the op's
-reference on device arrays and its listing says why), or None for every other op.
+Each of those modules gives, per op, a `Routine` (the CUDA module's source, the listing's
+words for the method, and how a call runs it) or a reason string where the op's shapes or
+types have no CUDA form here (the program then runs the op's reference on device arrays and
+its listing says why); routine_table.py says which module lays out which op.
 
 A routine's kernels take literal shapes and C-contiguous arrays only; a call launches them
 through `call(kernel name, grid, arguments)`: CuPy's RawModule on a GPU (`cupy_launcher`),
@@ -19,12 +19,13 @@ This module only writes text and Python glue (no CuPy needed at import).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...ir import dtypes
-from ...ir.graph import Attrs, TensorType, Type
+from ...ir.graph import TensorType, Type
 from .cuda_dialect import PREAMBLE
 
 THREADS = 256  # threads per block on the device
@@ -47,19 +48,39 @@ class Routine:
     source: str
     run: Callable[[Sequence[Any], Any, Call], Any]
 
-    def bind(self, xp: Any, launcher: Launcher) -> Callable[..., Any]:
+    def bind(self, xp: Any, launcher: Launcher, name: str = "") -> BoundRoutine:
         """The routine as a function of its inputs, the module built on first use."""
-        built: list[Call] = []
+        return BoundRoutine(self, name or self.op.replace("-", "_"), xp, launcher)
 
-        def routine(*ins: Any) -> Any:
-            if not built:
-                built.append(launcher(self.source))
-            return self.run([xp.ascontiguousarray(v) for v in ins], xp, built[0])
 
-        routine.__name__ = self.op.replace("-", "_")
-        routine.source = self.source  # type: ignore[attr-defined]
-        routine.how = self.how  # type: ignore[attr-defined]
-        return routine
+class BoundRoutine:
+    """A routine as the program calls it, and as the kernels tab lists it (name, source,
+    the seconds its calls took while `timed`, each call then waiting for the device)."""
+
+    reason = ""  # (it runs as generated code)
+    in_place: frozenset[int] = frozenset()  # (never writes over an input)
+
+    def __init__(self, routine: Routine, name: str, xp: Any, launcher: Launcher) -> None:
+        self.routine, self.name, self.xp, self.launcher = routine, name, xp, launcher
+        self.how = routine.how
+        self.call: Call | None = None
+        self.seconds, self.timed = 0.0, False
+
+    @property
+    def source(self) -> str:
+        return f"// {self.routine.op}: {self.how}\n{self.routine.source}"
+
+    def __call__(self, *ins: Any) -> Any:
+        t0 = time.perf_counter()
+        if self.call is None:
+            self.call = self.launcher(self.routine.source)
+        out = self.routine.run([self.xp.ascontiguousarray(v) for v in ins], self.xp, self.call)
+        if self.timed:
+            stream = getattr(getattr(self.xp, "cuda", None), "get_current_stream", None)
+            if stream is not None:
+                stream().synchronize()
+            self.seconds += time.perf_counter() - t0
+        return out
 
 
 def cupy_launcher(cp: Any) -> Launcher:
@@ -126,17 +147,3 @@ def c_takes(*ds: str) -> str | None:
     """Why element types `ds` have no CUDA form here, or None."""
     bad = sorted({d for d in ds if d not in dtypes.C_TYPES})
     return f"element type {', '.join(bad)} has no CUDA form here" if bad else None
-
-
-def prepare(op: str, ins: Sequence[Type], out: Type, attrs: Attrs) -> Routine | str | None:
-    """The generated CUDA of `op` for these types, a reason it has none here, or None when
-    `op` is not one that this module lays out."""
-    from . import conv, indexing, shape_ops, window
-
-    for table in (conv.PREPARERS, window.PREPARERS, indexing.PREPARERS, shape_ops.PREPARERS):
-        if op in table:
-            types = tensor_types([*ins, out])
-            if types is None:
-                return f"{op} of tuple values"
-            return table[op](op, types[:-1], types[-1], attrs)
-    return None

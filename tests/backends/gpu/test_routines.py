@@ -18,7 +18,7 @@ import pytest
 
 import explorer as gx
 from explorer.backends import reference
-from explorer.backends.gpu import routines
+from explorer.backends.gpu import routine_table, routines
 from explorer.backends.gpu.program import generate_program
 from explorer.backends.program_writer import ident
 from explorer.backends.reference import NumpyInterpreter
@@ -48,7 +48,7 @@ def host_launcher(source: str) -> routines.Call:
 def routine_of(op: str, ins: Sequence[np.ndarray], attrs: dict) -> routines.Routine | str:
     types = [TensorType(x.shape, dtypes.from_numpy(x.dtype)) for x in ins]
     out = OPS[op].infer(types, Attrs(attrs))
-    r = routines.prepare(op, types, out, Attrs(attrs))
+    r = routine_table.prepare(op, types, out, Attrs(attrs))
     assert r is not None
     return r
 
@@ -172,7 +172,7 @@ def test_a_routine_module_is_built_once_and_only_when_called() -> None:
 
 def test_prepare_leaves_other_ops_alone() -> None:
     t = TensorType((3,), "f32")
-    assert routines.prepare("add", [t, t], t, Attrs({})) is None
+    assert routine_table.prepare("add", [t, t], t, Attrs({})) is None
 
 
 def _nvrtc() -> Any:
@@ -210,7 +210,7 @@ def _routines_of(g: Any) -> list[routines.Routine]:
                 out += _routines_of(n.attrs[key])
         for b in n.attrs.get("branches") or ():
             out += _routines_of(b)
-        r = routines.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
+        r = routine_table.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
         if isinstance(r, routines.Routine):
             out.append(r)
     return out
