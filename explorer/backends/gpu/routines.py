@@ -90,10 +90,12 @@ def cupy_launcher(cp: Any) -> Launcher:
     def launcher(source: str) -> Call:
         if source not in modules:
             modules[source] = cp.RawModule(code=source, options=("--std=c++14", "--fmad=false"))
-        module = modules[source]
+        module, functions = modules[source], {}
 
         def call(name: str, grid: tuple[int, ...], args: list[Any]) -> None:
-            module.get_function(name)(grid, (THREADS,), tuple(args))
+            if name not in functions:
+                functions[name] = module.get_function(name)
+            functions[name](grid, (THREADS,), tuple(args))
 
         return call
 

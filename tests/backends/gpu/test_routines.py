@@ -235,3 +235,24 @@ def test_every_routine_of_the_zoo_compiles_under_nvrtc() -> None:
     assert len(sources) >= 20
     for source, r in sources.items():
         assert nvrtc_log(source) is None, f"{r.op} ({r.how}):\n{nvrtc_log(source)}"
+
+
+def test_the_cupy_launcher_builds_each_module_once_and_launches_its_blocks() -> None:
+    """CuPy's side, with a stand-in RawModule: one module per source, compiled with the
+    backend's options, each launch THREADS-thread blocks with the arrays as arguments."""
+    made: list[tuple[str, tuple]] = []
+    launched: list[tuple] = []
+
+    class RawModule:
+        def __init__(self, code: str, options: tuple) -> None:
+            made.append((code, options))
+
+        def get_function(self, name: str) -> Any:
+            return lambda grid, block, args: launched.append((name, grid, block, len(args)))
+
+    launcher = routines.cupy_launcher(type("cupy", (), {"RawModule": RawModule}))
+    for _ in range(2):
+        launcher("// a")("k", (3,), [np.ones(2), np.ones(2)])
+    launcher("// b")("k", (1, 2), [np.ones(2)])
+    assert [m[0] for m in made] == ["// a", "// b"] and "--fmad=false" in made[0][1]
+    assert launched == [("k", (3,), (routines.THREADS,), 2)] * 2 + [("k", (1, 2), (routines.THREADS,), 1)]
