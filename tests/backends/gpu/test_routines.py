@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import reference
+from explorer.backends import reference, registry
 from explorer.backends.gpu import routine_table, routines
 from explorer.backends.gpu.program import generate_program
 from explorer.backends.program_writer import ident
@@ -256,3 +256,22 @@ def test_the_cupy_launcher_builds_each_module_once_and_launches_its_blocks() -> 
     launcher("// b")("k", (1, 2), [np.ones(2)])
     assert [m[0] for m in made] == ["// a", "// b"] and "--fmad=false" in made[0][1]
     assert launched == [("k", (3,), (routines.THREADS,), 2)] * 2 + [("k", (1, 2), (routines.THREADS,), 1)]
+
+
+GPU_REASON = registry.unavailable_reason("gpu")
+
+
+@pytest.mark.skipif(GPU_REASON is not None, reason=f"GPU backend unavailable: {GPU_REASON}")
+@pytest.mark.parametrize("op", ROUTINE_OPS)
+def test_every_routine_on_the_device_matches_the_reference(op: str) -> None:
+    """On a GPU: the rows' samples through CuPy's RawModule and cuBLAS."""
+    import cupy as cp
+
+    for seed in range(4):
+        ins, attrs = OPS[op].sample(np.random.default_rng(seed))
+        r = routine_of(op, ins, attrs)
+        assert isinstance(r, routines.Routine), r
+        with np.errstate(all="ignore"):
+            want = np.asarray(OPS[op].ref(*ins, **attrs))
+        got = r.bind(cp, routines.cupy_launcher(cp))(*[cp.asarray(x) for x in ins])
+        assert_outputs_close([want], [cp.asnumpy(got)], f"{op} seed {seed}")
