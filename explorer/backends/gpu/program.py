@@ -86,7 +86,7 @@ class GpuWriter(ProgramWriter):
                  launcher: routines.Launcher | None = None) -> None:
         super().__init__(make_interpreter, xp.matmul, reuse, xp)
         self.compile_kernel = compile_kernel  # type: ignore[method-assign]
-        self.launcher = launcher  # builds the generated CUDA of convolutions, pooling, indexing
+        self.launcher = launcher  # builds the routines' CUDA modules (routines.py)
         if reuse is None:
             self.ns["xp"] = xp
 
@@ -99,8 +99,9 @@ class GpuWriter(ProgramWriter):
 
     def laid_out_ahead(self, g: Graph, n: Node, target: str, ins: list[str],
                        prefix: str) -> str | None:
-        """Convolutions, pooling, gathers and scatters as generated CUDA (routines.py); one
-        that has no CUDA form here keeps its reference line, and a note says why."""
+        """Convolutions, pooling, gathers, scatters, pads and concatenations as generated
+        CUDA (routine_table.py); one that has no CUDA form here keeps its reference line,
+        and a note says why."""
         if self.launcher is None:
             return None
         r = routine_table.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
