@@ -5,7 +5,8 @@ ratio within one run (needs CuPy and a CUDA device; it says so and exits otherwi
 
 Sections, each skipped with a note once the time budget is spent:
   - kernels: fused reductions and row kernels (mean(x**2*3+y), softmax, layer norm, column
-    sums, row max) on device-resident arguments: the stage's generated program against
+    sums, row max) and the ops generated apart (a convolution, max pooling, an embedding
+    lookup, segment_sum) on device-resident arguments: the stage's generated program against
     jax.jit, medians of timed calls each waited for, and the bandwidth each reached (the
     bytes it must read and write, over its time);
   - models: bench/models.py's realistic zoo, `gx.compile(fn, backend=BACKEND)` against
@@ -91,6 +92,8 @@ def _rng_args(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
             for s in shapes]
 
 
+_IDS = np.random.default_rng(1).integers(0, 50257, (8, 1024)).astype(np.int32)
+_SEGMENTS = np.random.default_rng(2).integers(0, 10_000, 1_000_000).astype(np.int32)
 KERNELS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
     "mean(x**2*3+y) 8192^2": (lambda x, y: jnp.mean(x ** 2 * 3 + y), [(8192, 8192)] * 2),
     "softmax 8192x4096": (lambda x: jax.nn.softmax(x, -1), [(8192, 4096)]),
@@ -98,6 +101,15 @@ KERNELS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
                               / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5), [(16384, 1024)]),
     "column sums tanh 10^6x64": (lambda x: jnp.sum(jnp.tanh(x), 0) * 2, [(1_000_000, 64)]),
     "row max 64x10^6": (lambda x: jnp.max(x * 1.5, 1), [(64, 1_000_000)]),
+    # generated CUDA for ops that are not fused kernels (backends/gpu/routines.py)
+    "conv 3x3 64x32x32x16->32": (lambda x, w: jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+        [(64, 32, 32, 16), (3, 3, 16, 32)]),
+    "max pool 2x2 64x32x32x32": (lambda x: jax.lax.reduce_window(
+        x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"), [(64, 32, 32, 32)]),
+    "embedding 50257x768[8x1024]": (lambda t: t[_IDS % t.shape[0]], [(50257, 768)]),
+    "segment_sum 10^6x64 -> 10^4": (lambda x: jax.ops.segment_sum(
+        x, _SEGMENTS[:x.shape[0]] % 10_000, num_segments=10_000), [(1_000_000, 64)]),
 }
 
 

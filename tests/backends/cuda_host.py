@@ -112,6 +112,25 @@ static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
 struct _Launch { void** a; unsigned t; };
+// atomics (generated gathers and scatters, backends/gpu/indexing.py): the block's threads
+// run at once here, so these are real atomics
+static inline unsigned int atomicCAS(unsigned int* p, unsigned int cmp, unsigned int v) {
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return cmp; }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long cmp,
+                                           unsigned long long v) {
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return cmp; }
+template <typename T> static inline T atomicAdd(T* p, T v) {
+  T old = *p, want;
+  do { want = old + v; } while (!__atomic_compare_exchange(p, &old, &want, false,
+                                                           __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+  return old;
+}
+static inline int atomicMax(int* p, int v) {
+  int old = *p;
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST,
+                                                 __ATOMIC_SEQ_CST)) {}
+  return old;
+}
 """
 
 

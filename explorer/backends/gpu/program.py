@@ -26,7 +26,8 @@ import numpy as np
 
 from ...ir.graph import Graph, Node
 from ...ir.ops import OPS
-from ..program_writer import Program, ProgramWriter, generate
+from ..program_writer import Program, ProgramWriter, generate, ident
+from . import oom, routine_table, routines
 
 HEADER = '''"""The generated program of @{name} (gambit-explorer's GPU backend): one line per node, in
 schedule order, every value on the device; `ops.X` is op X's NumPy reference on device arrays
@@ -81,9 +82,11 @@ class GpuWriter(ProgramWriter):
     fallback_words = "on the host"  # a kernel with no CUDA form runs its host reference
 
     def __init__(self, make_interpreter: Callable[[Graph], Any], xp: Any,
-                 compile_kernel: Callable[[Node, str], Any], reuse: GpuWriter | None = None) -> None:
+                 compile_kernel: Callable[[Node, str], Any], reuse: GpuWriter | None = None,
+                 launcher: routines.Launcher | None = None) -> None:
         super().__init__(make_interpreter, xp.matmul, reuse, xp)
         self.compile_kernel = compile_kernel  # type: ignore[method-assign]
+        self.launcher = launcher  # builds the routines' CUDA modules (routines.py)
         if reuse is None:
             self.ns["xp"] = xp
 
@@ -94,13 +97,43 @@ class GpuWriter(ProgramWriter):
         """A value computed ahead goes to the device once, when the program is made."""
         return to_device(self.xp, value)
 
+    def laid_out_ahead(self, g: Graph, n: Node, target: str, ins: list[str],
+                       prefix: str) -> str | None:
+        """Convolutions, pooling, gathers, scatters, pads and concatenations as generated
+        CUDA (routine_table.py); one that has no CUDA form here keeps its reference line,
+        and a note says why."""
+        if self.launcher is None:
+            return None
+        r = routine_table.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
+        if isinstance(r, str):
+            where = f" at {n.source.file}:{n.source.line}" if n.source else ""
+            self.notes.append(f"reference on device arrays: {n.op} %{n.id}{where} ({r})")
+        if not isinstance(r, routines.Routine):
+            return None
+        name = ident(f"{n.op}_{prefix}{n.id}")
+        # (listed with the kernels, in program order; the measured twin takes the first walk's)
+        bound = (next(self.reuse_kernels) if self.reuse_kernels is not None
+                 else r.bind(self.xp, self.launcher, name))
+        self.kernels.append(bound)
+        fn = self.bind(name, bound)
+        return f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))  # {r.how}"
+
     def header(self, graph: Graph) -> str:
         return HEADER.format(name=graph.name, xp=self.xp.__name__,
                              notes="".join(f"\n{x}." for x in self.notes))
 
 
 def generate_program(graph: Graph, xp: Any, compile_kernel: Callable[[Node, str], Any],
-                     make_interpreter: Callable[[Graph], Any]) -> Program:
+                     make_interpreter: Callable[[Graph], Any],
+                     launcher: routines.Launcher | None = None) -> Program:
     """The GPU program of `graph` over arrays of `xp` (ProgramError when it cannot be
-    written)."""
-    return generate(graph, lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel, reuse))  # type: ignore[arg-type]
+    written); `launcher` builds routines.py's CUDA modules (CuPy's RawModule by default
+    where `xp` is CuPy; none, so the references run, on NumPy unless given)."""
+    if launcher is None and xp is not np:
+        launcher = routines.cupy_launcher(xp)
+    program = generate(graph, lambda reuse: GpuWriter(make_interpreter, xp, compile_kernel,  # type: ignore[arg-type]
+                                                      reuse, launcher))
+    # an out-of-memory error on the device names the node that asked (oom.py)
+    program.fn = oom.guard(program.fn, program.source, xp)
+    program.measured = oom.guard_measured(program.measured, graph, xp)
+    return program

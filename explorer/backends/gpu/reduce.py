@@ -45,6 +45,7 @@ THREADS = 256  # threads per block (a multiple of the warp's 32)
 MAX_BLOCKS = 1024  # blocks of a grid reduction's first stage, over all results
 PER_THREAD = 8  # elements a first-stage thread folds, at least, before more blocks are added
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension (results beyond it: grid-stride)
+COLUMNS_MIN = 8  # the kept innermost extent from which a grid reduction reads by columns
 
 # Folding across a block: each warp by shuffles, then warp 0 over the warps' results, which
 # every thread then reads from shared memory. The leading barrier lets a later call reuse
@@ -160,7 +161,16 @@ def _params(body: Graph) -> list[str]:
     return [f"const {c_type(body[p].dtype)}* __restrict__ in{k}" for k, p in enumerate(body.params)]
 
 
+def is_columns(plan: KernelPlan) -> bool:
+    """Whether a grid reduction keeps the loop's innermost dimension (sums over axis 0 of a
+    (10^6, 64) array): then `generate_columns`' layout reads coalesced."""
+    shape = plan.loop_shape
+    return bool(shape) and len(shape) - 1 not in plan.reduced_axes and shape[-1] >= COLUMNS_MIN
+
+
 def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
+    if is_columns(plan):
+        return generate_columns(plan, name)
     red = plan.reduce
     assert red is not None
     body, shape = plan.body, plan.loop_shape
@@ -212,6 +222,73 @@ def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
                   "  }", "}"]
     return GpuGridCode(name, "\n".join(lines) + "\n", results, size, parts, acc, out_type,
                        plan.out_shape, then)
+
+
+def generate_columns(plan: KernelPlan, name: str) -> GpuGridCode:
+    """A grid reduction that keeps the innermost dimension, with the threads across the
+    kept results: a warp's 32 lanes take 32 consecutive results (consecutive addresses of
+    each input row, one coalesced load per warp and row), the block's warps and the grid's
+    `parts` rows of blocks stride over the folded rows; the warps' accumulators fold in a
+    fixed order through shared memory, and with more than one part, `<name>_combine` folds
+    each result's partials in order (one thread per result, coalesced too). The layout a
+    block takes: grid (ceil(results / 32), parts), any multiple of 32 threads."""
+    red = plan.reduce
+    assert red is not None
+    body, shape = plan.body, plan.loop_shape
+    reduced = list(plan.reduced_axes)
+    kept = [d for d in range(len(shape)) if d not in reduced]
+    results, size = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in reduced)
+    lanes = math.ceil(results / 32)
+    parts = max(1, min(math.ceil(size / (THREADS // 32 * PER_THREAD)), MAX_BLOCKS // lanes,
+                       MAX_GRID_Y))
+    kind, acc = accumulation(red)
+    at, ident = c_type(acc), CUDA.identity(kind, acc)
+    func, pro = map_function(plan, name)
+    post = post_function(plan, name)
+    then = None if post is not None else then_kernel(plan, name)
+    out_type = plan.output.dtype if post is not None else red.dtype
+    finish = (f"{name}_post(({c_type(red.dtype)}){{}})" if post is not None
+              else f"({c_type(red.dtype)}){{}}")
+    reads, bases = [], []
+    for k, a in enumerate(pro.accesses):
+        coef = _coefficients(a, body[body.params[a.param]].shape)
+        bases.append(f"const long b{k} = {_offset(coef, kept, shape, 'o')};")
+        reads.append(f"in{a.param}[b{k} + {_offset(coef, reduced, shape, 'r')}]")
+    op = f"_op_{kind}()"
+    store = (f"out[o] = {finish.format('v')};" if parts == 1
+             else f"part[(long)blockIdx.y * {results}L + o] = v;")
+    lines = [PREAMBLE + BLOCK_REDUCE + func + (post or ""),
+             f'extern "C" __global__ void {name}({", ".join(_params(body))}, '
+             f"{at}* __restrict__ part, {c_type(out_type)}* __restrict__ out) {{",
+             f"  __shared__ {at} folded[32][32];",
+             "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
+             "warps = blockDim.x >> 5;",
+             "  const long o = (long)blockIdx.x * 32 + lane;",
+             f"  {at} acc = {ident};",
+             f"  if (o < {results}L) {{",
+             *("    " + x for x in _unflatten("o", kept, shape)),
+             *("    " + x for x in bases),
+             f"    for (long r = (long)blockIdx.y * warps + warp; r < {size}L; "
+             "r += (long)gridDim.y * warps) {",
+             *("      " + x for x in _unflatten("r", reduced, shape)),
+             f"      acc = {op}(acc, ({at}){name}_map({', '.join(reads)}));",
+             "    }", "  }",
+             "  folded[warp][lane] = acc;",
+             "  __syncthreads();",
+             f"  if (warp == 0 && o < {results}L) {{",
+             f"    {at} v = folded[0][lane];",
+             f"    for (int w = 1; w < warps; ++w) v = {op}(v, folded[w][lane]);",
+             f"    {store}", "  }", "}"]
+    if parts > 1:
+        lines += [f'extern "C" __global__ void {name}_combine(const {at}* __restrict__ part, '
+                  f"{c_type(out_type)}* __restrict__ out) {{",
+                  f"  for (long o = (long)blockIdx.x * blockDim.x + threadIdx.x; o < {results}L; "
+                  "o += (long)gridDim.x * blockDim.x) {",
+                  f"    {at} v = part[o];",
+                  f"    for (int p = 1; p < {parts}; ++p) v = {op}(v, part[(long)p * {results}L + o]);",
+                  f"    out[o] = {finish.format('v')};", "  }", "}"]
+    return GpuGridCode(name, "\n".join(lines) + "\n", results, size, parts, acc, out_type,
+                       plan.out_shape, then, kind="columns")
 
 
 class _Rows(RowEmitter):
@@ -282,6 +359,12 @@ def launch(code: GpuGridCode | GpuRowCode, ins: Sequence[Any], xp: Any,
         return out
     part = xp.empty(code.results * code.parts if code.parts > 1 else 1,
                     dtypes.to_numpy(code.acc_type))
+    if code.kind == "columns":
+        call(code.name, (math.ceil(code.results / 32), code.parts), [*ins, part, out])
+        if code.parts > 1:
+            call(f"{code.name}_combine", (min(math.ceil(code.results / THREADS), MAX_GRID_Y),),
+                 [part, out])
+        return out
     call(code.name, (code.parts, min(code.results, MAX_GRID_Y)), [*ins, part, out])
     if code.parts > 1:
         call(f"{code.name}_combine", (min(code.results, MAX_GRID_Y),), [part, out])
@@ -293,6 +376,14 @@ def listing(code: GpuGridCode | GpuRowCode) -> str:
     if isinstance(code, GpuRowCode):
         head = (f"// cupy.RawModule: {code.name}<<<min({code.rows}, {MAX_GRID_Y}), {THREADS}>>>, "
                 f"one block per row of {code.rows}\n")
+    elif code.kind == "columns":
+        head = (f"// cupy.RawModule: {code.name}<<<({math.ceil(code.results / 32)}, "
+                f"{code.parts}), {THREADS}>>>: column reduction, coalesced: a warp's lanes take "
+                f"32 consecutive of the {code.results} results, the warps and {code.parts} "
+                f"row(s) of blocks stride over the {code.size} folded rows")
+        head += (f"; then {code.name}_combine<<<{math.ceil(code.results / THREADS)}, "
+                 f"{THREADS}>>> folds the {code.parts} partials of each result\n"
+                 if code.parts > 1 else "\n")
     else:
         head = (f"// cupy.RawModule: {code.name}<<<({code.parts}, min({code.results}, "
                 f"{MAX_GRID_Y})), {THREADS}>>>: {code.parts} block(s) per result, each folding "

@@ -234,6 +234,29 @@ def test_reductions_over_any_axes_wider_than_a_block(shape: tuple[int, ...], axi
     _close(got, want_of(body, [x, b], code), f"axis {axis}")
 
 
+@pytest.mark.parametrize(("shape", "axis", "threads"), [
+    ((3000, 64), 0, THREADS), ((1000, 70), 0, reduce.THREADS), ((300, 9), 0, THREADS),
+    ((7, 400, 33), 1, THREADS), ((40, 30, 16), (0, 1), THREADS), ((257, 8), 0, 32)])
+def test_column_reductions_read_coalesced_with_threads_across_the_kept_axis(
+        shape: tuple[int, ...], axis: Any, threads: int) -> None:
+    """A grid reduction that keeps the innermost axis (sums over axis 0 of a (10^6, 64)
+    array) takes the column layout: a warp's lanes on 32 consecutive results, so each of its
+    loads is one contiguous run of a row; results not a multiple of 32, several partials per
+    result, NaN and infinities, and the reference's values."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    x.flat[5] = np.nan
+    x.flat[-3] = np.inf
+    for fn in (lambda x: jnp.sum(jnp.tanh(x), axis=axis), lambda x: jnp.max(x * 2, axis=axis),
+               lambda x: jnp.mean(x, axis=axis)):
+        t = gx.explore(fn, x, pipeline=["fuse"])
+        (k,) = kernels_of(t.final.graph)
+        body = k.attrs["body"]
+        got, code = host_run(body, [x], threads)
+        assert code.kind == "columns" and "coalesced" in reduce.listing(code)
+        assert "o = (long)blockIdx.x * 32 + lane" in code.source
+        _close(got, want_of(body, [x], code), f"{shape} over {axis}")
+
+
 def test_an_epilogue_reading_an_input_runs_after_the_grid_as_a_second_kernel() -> None:
     x = np.random.default_rng(4).standard_normal((6, 3000)).astype(np.float32)
     d = np.random.default_rng(5).standard_normal(6).astype(np.float32)
@@ -311,3 +334,15 @@ def test_the_sources_compile_for_the_device() -> None:
         (k,) = kernels_of(gx.explore(fn, x).final.graph)
         done = nvcc_ptx(_code(k.attrs["body"]).source)
         assert done.returncode == 0, done.stderr
+
+
+def test_column_reductions_compile_under_nvrtc() -> None:
+    from tests.backends.gpu.test_routines import _nvrtc, nvrtc_log
+
+    if _nvrtc() is None:
+        pytest.skip("cuda-bindings' NVRTC is not installed")
+    x = np.ones((5000, 64), np.float32)
+    for fn in (lambda x: jnp.tanh(x).sum(0), lambda x: jnp.max(x, 0), lambda x: x.mean(0) / x[0]):
+        (k,) = kernels_of(gx.explore(fn, x, pipeline=["fuse"]).final.graph)
+        code = _code(k.attrs["body"])
+        assert code.kind == "columns" and nvrtc_log(code.source) is None, nvrtc_log(code.source)
