@@ -42,6 +42,7 @@ from ..reference import check_args
 from ..registry import Backend, Run, Step, register
 from ..result import Kernel
 from .codegen import GpuKernelCode, generate
+from .cuda_dialect import NVRTC_OPTIONS, RAW_MODULE_OPTIONS
 from .graphs import CapturedProgram, cupy_capture, host_syncs
 from .mapreduce import body_peak, compile_body
 from .program import device_op, generate_program, to_device
@@ -67,11 +68,6 @@ def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
     return _cp().broadcast_to(x.reshape(target), shape)
 
 
-# No fused multiply-add contraction: x*x - y must round twice, as the reference and JAX do
-# (CuPy's own -ftz=true still flushes subnormals; options cannot undo it).
-NVRTC_OPTIONS = ("--fmad=false",)
-# A RawModule's options (grid reductions, row kernels, map-reduce kernels): CuPy adds none.
-RAW_MODULE_OPTIONS = ("--std=c++14", *NVRTC_OPTIONS)
 
 
 def _build(code: GpuKernelCode | GpuGridCode | GpuRowCode) -> Any:

@@ -13,6 +13,13 @@ from ..codegen.dialect import Dialect
 from ..codegen.kernel_plan import PlanError
 from .cuda_forms import FORMS
 
+# How NVRTC compiles every generated kernel. No fused multiply-add contraction: x*x - y must
+# round twice, as the reference and JAX do (CuPy's own -ftz=true still flushes subnormals;
+# options cannot undo it). A RawModule's options (grid reductions, row kernels, map-reduce
+# kernels, routines) add C++14: CuPy adds none.
+NVRTC_OPTIONS = ("--fmad=false",)
+RAW_MODULE_OPTIONS = ("--std=c++14", *NVRTC_OPTIONS)
+
 # Device helpers every kernel may call (NaN-propagating maximum/minimum as np.maximum; lax's
 # integer division and remainder, which truncate and give 0 for a zero divisor; conversion to
 # an integer type T as XLA converts: a float truncates, NaN gives 0 and out-of-range values

@@ -24,7 +24,7 @@ from ..codegen.dialect import COMBINE, Block
 from ..codegen.kernel_plan import PlanError
 from ..codegen.mapreduce_emitter import Emitter
 from ..codegen.mapreduce_plan import MapReducePlan, fused_body_peak, plan_mapreduce
-from .cuda_dialect import CUDA, PREAMBLE, c_type
+from .cuda_dialect import CUDA, PREAMBLE, RAW_MODULE_OPTIONS, c_type
 
 THREADS = 128  # threads per block
 LANES = 32  # threads per row (one warp) where every fold combines across threads
@@ -120,7 +120,7 @@ class GpuFusedBody:
         """The kernel over all rows (one thread or one warp each), in blocks of THREADS."""
         if self.kernel is None:
             self.kernel = self.xp.RawKernel(self.code.source, self.code.name,
-                                            options=("--std=c++14", "--fmad=false"))
+                                            options=RAW_MODULE_OPTIONS)
         blocks = (self.code.threads + THREADS - 1) // THREADS
         self.kernel((blocks,), (THREADS,), tuple(args))
 

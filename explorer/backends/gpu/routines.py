@@ -26,7 +26,7 @@ from typing import Any
 
 from ...ir import dtypes
 from ...ir.graph import TensorType, Type
-from .cuda_dialect import PREAMBLE
+from .cuda_dialect import PREAMBLE, RAW_MODULE_OPTIONS
 
 THREADS = 256  # threads per block on the device
 MAX_BLOCKS = 4096  # blocks of a grid-stride launch (an H200 holds about 1,100 at once)
@@ -89,7 +89,7 @@ def cupy_launcher(cp: Any) -> Launcher:
 
     def launcher(source: str) -> Call:
         if source not in modules:
-            modules[source] = cp.RawModule(code=source, options=("--std=c++14", "--fmad=false"))
+            modules[source] = cp.RawModule(code=source, options=RAW_MODULE_OPTIONS)
         module, functions = modules[source], {}
 
         def call(name: str, grid: tuple[int, ...], args: list[Any]) -> None:

@@ -32,9 +32,10 @@ import pytest
 import explorer as gx
 from explorer.backends.codegen.kernel_plan import PlanError
 from explorer.backends.codegen.mapreduce_plan import plan_mapreduce
-from explorer.backends.gpu import mapreduce
-from explorer.backends.gpu.backend import NVRTC_OPTIONS, RAW_MODULE_OPTIONS, compile_kernel
+from explorer.backends.gpu import mapreduce, routine_table, routines
+from explorer.backends.gpu.backend import compile_kernel
 from explorer.backends.gpu.codegen import GpuKernelCode
+from explorer.backends.gpu.cuda_dialect import NVRTC_OPTIONS, RAW_MODULE_OPTIONS
 from explorer.backends.output_fusion import OutputFusion
 from explorer.ir import Graph
 
@@ -195,6 +196,9 @@ def cuda_sources(g: Graph, where: str = "") -> tuple[list[Source], list[str]]:
             else:
                 sources += _of_code(k.code, label)
             continue
+        r = routine_table.prepare(n.op, [g[i].type for i in n.inputs], n.type, n.attrs)
+        if isinstance(r, routines.Routine):  # a conv, window, gather/scatter, pad... routine
+            sources.append((f"{label} routine ({r.how})", r.source, RAW_MODULE_OPTIONS))
         for v in n.attrs.values():
             for body in (v if isinstance(v, list | tuple) else (v,)):
                 if not isinstance(body, Graph):
@@ -335,12 +339,13 @@ def _all_graphs(g: Graph) -> list[Graph]:
 
 def test_the_programs_hold_kernels_of_every_kind() -> None:
     """Over the zoo and the memory programs: CuPy elementwise and reduction kernels, grid or
-    row kernels, and map-reduce kernels all reach NVRTC (so none is silently left out)."""
+    row kernels, map-reduce kernels and routines (convolutions, pooling, gathers...) all reach
+    NVRTC (so none is silently left out)."""
     kinds: set[str] = set()
     for name in ("zoo/gpt_block", "zoo/cnn_grad", "memory/memory seed 0"):
         sources, _ = cuda_sources(PROGRAMS[name]())
         for label, src, _ in sources:
-            kinds.add("map-reduce" if "map-reduce" in label else
+            kinds.add("map-reduce" if "map-reduce" in label else "routine" if " routine (" in label else
                       "reduction" if "_type_reduce" in src else
                       "elementwise" if "CUPY_FOR" in src else "raw")
-    assert kinds == {"map-reduce", "reduction", "elementwise", "raw"}, kinds
+    assert kinds == {"map-reduce", "routine", "reduction", "elementwise", "raw"}, kinds

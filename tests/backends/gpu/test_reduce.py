@@ -337,12 +337,15 @@ def test_the_sources_compile_for_the_device() -> None:
 
 
 def test_column_reductions_compile_under_nvrtc() -> None:
-    from tests.backends.gpu.test_routines import _nvrtc, nvrtc_log
+    from explorer.backends.gpu.cuda_dialect import RAW_MODULE_OPTIONS
+    from tests.backends.gpu.test_nvrtc import REASON, compile_ptx
 
-    if _nvrtc() is None:
-        pytest.skip("cuda-bindings' NVRTC is not installed")
+    if REASON is not None:
+        pytest.skip(REASON)
     x = np.ones((5000, 64), np.float32)
     for fn in (lambda x: jnp.tanh(x).sum(0), lambda x: jnp.max(x, 0), lambda x: x.mean(0) / x[0]):
         (k,) = kernels_of(gx.explore(fn, x, pipeline=["fuse"]).final.graph)
         code = _code(k.attrs["body"])
-        assert code.kind == "columns" and nvrtc_log(code.source) is None, nvrtc_log(code.source)
+        assert code.kind == "columns"
+        log = compile_ptx(code.source, RAW_MODULE_OPTIONS)
+        assert log is None, log

@@ -19,6 +19,7 @@ import pytest
 import explorer as gx
 from explorer.backends import reference, registry
 from explorer.backends.gpu import routine_table, routines
+from explorer.backends.gpu.cuda_dialect import RAW_MODULE_OPTIONS
 from explorer.backends.gpu.program import generate_program
 from explorer.backends.program_writer import ident
 from explorer.backends.reference import NumpyInterpreter
@@ -26,6 +27,7 @@ from explorer.ir import dtypes
 from explorer.ir.graph import Attrs, TensorType
 from explorer.ir.ops import OPS
 from tests.backends.cuda_host import build_module, host_call, host_compiler
+from tests.backends.gpu.test_nvrtc import REASON, compile_ptx
 from tests.backends.gpu.test_program import HostKernel
 from tests.corpora.wide import wide
 from tests.corpora.zoo import zoo
@@ -175,32 +177,6 @@ def test_prepare_leaves_other_ops_alone() -> None:
     assert routine_table.prepare("add", [t, t], t, Attrs({})) is None
 
 
-def _nvrtc() -> Any:
-    """NVRTC through cuda-bindings, or None where it is not installed (or finds no library)."""
-    try:
-        from cuda.bindings import nvrtc
-
-        nvrtc.nvrtcVersion()
-    except Exception:  # (ImportError, or the library not found)
-        return None
-    return nvrtc
-
-
-def nvrtc_log(source: str) -> str | None:
-    """NVRTC's compile of `source` to PTX for sm_90 with the options CuPy's RawModule gets:
-    None when it compiles, else the log."""
-    nvrtc = _nvrtc()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"routine.cu", 0, [], [])
-    opts = [b"--std=c++14", b"--fmad=false", b"--gpu-architecture=compute_90"]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        return None
-    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    log = b" " * size
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    return log.decode(errors="replace")
-
-
 def _routines_of(g: Any) -> list[routines.Routine]:
     """The routines of every node of `g` and of the bodies under it."""
     out = []
@@ -216,7 +192,7 @@ def _routines_of(g: Any) -> list[routines.Routine]:
     return out
 
 
-@pytest.mark.skipif(_nvrtc() is None, reason="cuda-bindings' NVRTC is not installed")
+@pytest.mark.skipif(REASON is not None, reason=str(REASON))
 def test_every_routine_of_the_zoo_compiles_under_nvrtc() -> None:
     from explorer.backends.gpu import conv
 
@@ -234,7 +210,8 @@ def test_every_routine_of_the_zoo_compiles_under_nvrtc() -> None:
         sources[r.source] = r
     assert len(sources) >= 20
     for source, r in sources.items():
-        assert nvrtc_log(source) is None, f"{r.op} ({r.how}):\n{nvrtc_log(source)}"
+        assert compile_ptx(source, RAW_MODULE_OPTIONS) is None, (
+            f"{r.op} ({r.how}):\n{compile_ptx(source, RAW_MODULE_OPTIONS)}")
 
 
 def test_the_cupy_launcher_builds_each_module_once_and_launches_its_blocks() -> None:
