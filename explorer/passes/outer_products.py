@@ -26,12 +26,19 @@ from ..ir.rewrite import RewriteContext, Rule, pat
 def _outer(ctx: RewriteContext, o: Node) -> tuple[Node, Node, tuple[int, ...], tuple[int, ...]] | None:
     """(x, g, x's batch dims, g's batch dims) when `o` is an outer product of plain
     operands of its own element type; else None."""
-    if o.op != "dot_general" or o.attrs.get("preferred_element_type") or dtypes.is_bool(o.dtype):
+    if o.op != "dot_general" or _widens(ctx, o) or dtypes.is_bool(o.dtype):
         return None
     lc, rc, lb, rb = dot_dims(o.attrs)
     if lc or rc:
         return None
     return ctx.node(o.inputs[0]), ctx.node(o.inputs[1]), lb, rb
+
+
+def _widens(ctx: RewriteContext, dot: Node) -> bool:
+    """Whether `dot` accumulates in a type other than its operands' (jnp.einsum names the
+    operands' own type for integers: that one is no widening)."""
+    pet = dot.attrs.get("preferred_element_type")
+    return bool(pet) and pet != ctx.type(dot.inputs[0]).dtype
 
 
 def _in_order(ctx: RewriteContext, v: int, order: tuple[int, ...]) -> int:
@@ -43,7 +50,7 @@ def _in_order(ctx: RewriteContext, v: int, order: tuple[int, ...]) -> int:
 
 
 def _contract(ctx: RewriteContext, root: Node) -> int | None:
-    if root.op != "dot_general" or root.attrs.get("preferred_element_type"):
+    if root.op != "dot_general" or _widens(ctx, root):
         return None
     lc, rc, lb, _ = dot_dims(root.attrs)
     if lb:
