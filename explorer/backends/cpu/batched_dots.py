@@ -8,13 +8,17 @@ contracting dimension, a contraction of length 1 to matmul) took 2.3 ms for 128 
 128x128 on a 2-core AMD EPYC VM, where this loop writes them in 0.16 ms.
 
 `prepare(types, attrs)` chooses by shape (`choose`): the loop where the contraction is at most
-SMALL_K long (an outer product, or a contraction over a dimension of size 0: zeros) and the
-operands' element type is one numba takes (not bool, no mixed-precision accumulation);
-np.matmul (the program form of the op table's row) for everything else, and the listing says
-which and why. The loop reads the operands as (batch, m, k) and (batch, k, n) views
-(transposed and reshaped as the op table's program form does), runs the rows of all entries
-in parallel when the product is large enough to pay numba's thread pool, and accumulates
-each entry's k terms in order in the result's type, as a naive matmul does.
+SMALL_K long (an outer product, or a contraction over a dimension of size 0: zeros) of at
+least LOOP_MIN elements whose operands' element type is one numba takes (not bool, no
+mixed-precision accumulation); np.matmul (the program form of the op table's row) for
+everything else, and the listing says which and why. The loop reads the operands as
+(batch, m, k) and (batch, k, n) views (transposed and reshaped as the op table's program
+form does), runs the rows of all entries in parallel when the product is large enough to pay
+numba's thread pool, and accumulates each entry's k terms in order in the result's type, as
+a naive matmul does.
+
+Where an outer product is only read through its squared norms or a batch-weighted sum (DP-SGD),
+dot-order's rules (passes/outer_products.py) remove it before it reaches this loop.
 """
 
 from __future__ import annotations
@@ -37,8 +41,14 @@ from .numba_cache import cached_njit
 # 0.013 ms against 0.042; 64 of 64x8 @ 8x64: 0.05 against 0.34; measured on a 2-core AMD
 # EPYC VM, one BLAS thread)
 SMALL_K = 1
-# multiply-adds from which the batch entries run on numba's threads
-PARALLEL_MIN = 1 << 16
+# output elements from which the loop pays its call (a transpose, a reshape and np.empty
+# around the numba call: 1.7 us for a 3x6 outer product, np.matmul's 1.2; at 64x64 2.3 us
+# against np.matmul's 5.9)
+LOOP_MIN = 512
+# multiply-adds from which the rows run on numba's threads (waking them costs ~7 us: a
+# 256x256 outer product took 4.7 us serial and 11.6 parallel, 128 of 128x128 the same either
+# way on a loaded 2-core VM)
+PARALLEL_MIN = 1 << 20
 _TYPES = frozenset({"f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
 
 
@@ -48,7 +58,7 @@ def choose(types: Sequence[Any], a: Attrs) -> tuple[str | None, str]:
     lhs, rhs = types
     if not isinstance(lhs, TensorType) or not isinstance(rhs, TensorType):
         return None, "not two tensors"
-    lc, _, lb, _ = dot_dims(a)
+    lc, rc, lb, rb = dot_dims(a)
     pet = a.get("preferred_element_type")
     if pet and pet != lhs.dtype:
         return None, f"accumulates in {pet}: np.matmul on converted operands"
@@ -57,6 +67,10 @@ def choose(types: Sequence[Any], a: Attrs) -> tuple[str | None, str]:
     k = math.prod(lhs.shape[d] for d in lc)
     if k > SMALL_K:
         return None, f"a contraction of {k}{', one gemm per batch entry' if lb else ''}"
+    size = math.prod(d for i, d in enumerate(lhs.shape) if i not in lc) * \
+        math.prod(d for i, d in enumerate(rhs.shape) if i not in (*rc, *rb))
+    if 0 < size < LOOP_MIN:
+        return None, f"{size} < {LOOP_MIN} elements: np.matmul's call is cheaper"
     return "loop", "an outer product" if k == 1 else "an empty contraction"
 
 

@@ -66,10 +66,19 @@ OUTER = [
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8", "uint16"])
 @pytest.mark.parametrize("case", range(len(OUTER)))
-def test_outer_products_run_the_loop_and_match_the_reference(case: int, dtype: str) -> None:
+def test_outer_products_run_the_loop_and_match_the_reference(case: int, dtype: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batched_dots, "LOOP_MIN", 1)  # the loop at every size
     ls, rs, dn = OUTER[case]
     src = _check(ls, rs, dtype, dn)
     assert "batched loop over" in src and "matmul(" not in src
+
+
+def test_small_outer_products_keep_np_matmul_and_say_why() -> None:
+    src = _check((5, 7), (5, 3), "float32", (((), ()), ((0,), (0,))))
+    assert "matmul(" in src and f"# BLAS: 105 < {batched_dots.LOOP_MIN} elements" in src
+    src = _check((16, 32), (16, 8), "float32", (((), ()), ((0,), (0,))))
+    assert "batched loop over 16 entries of (32x1)(1x8) (an outer product)" in src
 
 
 # contractions longer than one: np.matmul, with the reason in the listing
@@ -102,7 +111,8 @@ def test_declined_types_fall_back_to_blas_with_a_note() -> None:
     assert how is None and "pred" in why
 
 
-def test_per_example_gradients_of_an_mlp_match_jax() -> None:
+def test_per_example_gradients_of_an_mlp_match_jax(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batched_dots, "LOOP_MIN", 1)
     i = np.random.default_rng(0)
     sizes = (6, 8, 5, 3)
     p = [(i.standard_normal((a, c)).astype(np.float32), i.standard_normal(c).astype(np.float32))
