@@ -12,10 +12,11 @@ SMALL_K long (an outer product, or a contraction over a dimension of size 0: zer
 least LOOP_MIN elements whose operands' element type is one numba takes (not bool, no
 mixed-precision accumulation); np.matmul (the program form of the op table's row) for
 everything else, and the listing says which and why. The loop reads the operands as
-(batch, m, k) and (batch, k, n) views (transposed and reshaped as the op table's program
-form does), runs the rows of all entries in parallel when the product is large enough to pay
-numba's thread pool, and accumulates each entry's k terms in order in the result's type, as
-a naive matmul does.
+C-contiguous (batch, m, k) and (batch, k, n) arrays (transposed and reshaped as the op
+table's program form does; a copy, where one is needed, of operands m*n/(m+n) times smaller
+than the result, so that numba builds the loop once per element type), runs the rows of all
+entries in parallel when the product is large enough to pay numba's thread pool, and
+accumulates each entry's k terms in order in the result's type, as a naive matmul does.
 
 Where an outer product is only read through its squared norms or a batch-weighted sum (DP-SGD),
 dot-order's rules (passes/outer_products.py) remove it before it reaches this loop.
@@ -95,8 +96,9 @@ def prepare(types: Sequence[Any], a: Attrs) -> Callable[[np.ndarray, np.ndarray]
     loop = _loop(parallel)
 
     def batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        x3 = np.asarray(x).transpose(lperm).reshape(nb, m, k)
-        y3 = np.asarray(y).transpose(rperm).reshape(nb, k, n)
+        # contiguous (a copy of the small operands at most): one numba build per element type
+        x3 = np.ascontiguousarray(np.asarray(x).transpose(lperm).reshape(nb, m, k))
+        y3 = np.ascontiguousarray(np.asarray(y).transpose(rperm).reshape(nb, k, n))
         out = np.empty((nb, m, n), dtype)
         if out.size:
             loop(x3, y3, out)
