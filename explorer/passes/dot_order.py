@@ -18,6 +18,9 @@ splat constant), and the operand has more elements than the result, the factor m
 result ("scale-out-of-dot"); the output fusion then folds it into the dot's epilogue. That is
 XLA's own algebraic rewrite for a scaled dot operand, and like the reassociation it rounds
 differently, and meets an overflow or an infinity in another order (README, Numerics).
+
+Outer products (per-example gradients' x_b g_b^T) read only through a batch-weighted sum or
+their squared norms are never formed: outer_products.py's rules.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..ir import dtypes
 from ..ir.graph import Node
 from ..ir.ops import dot_dims
 from ..ir.rewrite import RewriteContext, Rule, pat, splat
-from . import register
+from . import outer_products, register
 from .base import RulePass
 from .broadcasts import live_users
 
@@ -232,7 +235,8 @@ def _scale_out(ctx: RewriteContext, root: Node) -> int | None:
 
 
 RULES = [Rule("reassociate-dot-chain", pat("dot_general", name="root"), _reorder),
-         Rule("scale-out-of-dot", pat("dot_general", name="root"), _scale_out)]
+         Rule("scale-out-of-dot", pat("dot_general", name="root"), _scale_out),
+         *outer_products.RULES]
 
 
 @register

@@ -23,7 +23,7 @@ from ...ir import dtypes
 from ...ir.graph import Graph, Node, TensorType
 from ...ir.ops import OPS
 from ..program_writer import Program, ProgramWriter, generate, ident
-from . import conv, dots, indexing, indexing_prepared, lapack, random, sorting, window
+from . import batched_dots, conv, dots, indexing, indexing_prepared, lapack, random, sorting, window
 from .compiled_control_flow import CompiledControlFlow
 from .kernels import BlasOutputFusion, compile_kernel
 
@@ -59,6 +59,8 @@ class CpuWriter(ProgramWriter):
 
     def laid_out_ahead(self, g: Graph, n: Node, target: str, ins: list[str],
                        prefix: str) -> str | None:
+        if n.op == "dot_general":  # an outer product as a numba loop, else BLAS (why, listed)
+            return self.dot(g, n, target, ins, prefix)
         if n.op == "gather" and (prefix, n.inputs[1]) in self.folded_values:
             # indices computed ahead: the gather's plan and window layout made now too
             t = g[n.inputs[0]].type
@@ -76,6 +78,16 @@ class CpuWriter(ProgramWriter):
             return (f"{target} = {self.cast(n.type)}({fn}({', '.join(ins)}))"
                     f"  # its shapes laid out ahead{how}")
         return None
+
+    def dot(self, g: Graph, n: Node, target: str, ins: list[str], prefix: str) -> str:
+        """A dot's line: batched_dots' loop where it takes the shape, else the op table's
+        np.matmul form; either way the listing says which method and why."""
+        types = [g[i].type for i in n.inputs]
+        if (fn := batched_dots.prepare(types, n.attrs)) is not None:
+            name = self.bind(f"dot_{prefix}{n.id}", fn)
+            return f"{target} = {self.cast(n.type)}({name}({', '.join(ins)}))  # {fn.method}"
+        expr = OPS[n.op].program(ins, types, n.type, n.attrs)  # type: ignore[misc]
+        return f"{target} = {self.cast(n.type)}({expr})  # BLAS: {batched_dots.choose(types, n.attrs)[1]}"
 
     def scan_or_while(self, n: Node, target: str, args: str, prefix: str, driver: str,
                       same: str, fallback: Callable[[Sequence[Any]], Any]) -> list[str]:
