@@ -82,9 +82,8 @@ def _block(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
 def methods(compiled: Any) -> str:
     """The methods the final stage's listing names for its convolutions, counted."""
     text = "\n".join(e.exe.source for e in compiled.entries.values())
-    found = re.findall(r"laid out ahead: ([\w-]+)|conv[^\n]*# ([^\n]*fall[^\n]*)", text)
-    names = [a or "fallback" for a, _ in found]
-    return " ".join(f"{m}x{names.count(m)}" for m in sorted(set(names)))
+    names = re.findall(r"conv_general_dilated.*laid out ahead: ([^(\n]*)", text)
+    return ", ".join(f"{m.strip()} x{names.count(m)}" for m in sorted(set(names)))
 
 
 def main() -> None:

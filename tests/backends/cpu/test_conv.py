@@ -129,7 +129,7 @@ def test_grouped_and_other_convolutions_run_the_reference_with_a_reason() -> Non
     m = _check(x, w, dimension_numbers=NHWC, window_strides=(1, 1),
                padding=((1, 1), (1, 1)), feature_group_count=2)
     assert "reference" in m and "feature groups" in m
-    for seed in range(12):
+    for seed in range(24):
         ins, attrs = OPS[NAME].sample(np.random.default_rng(seed))
         np.testing.assert_allclose(conv.REFERENCES[NAME](*ins, **attrs),
                                    OPS[NAME].ref(*ins, **attrs), rtol=1e-5, atol=1e-5)
