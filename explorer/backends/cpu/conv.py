@@ -5,6 +5,14 @@
   row inside the image is one contiguous run of the input, copied as such) into a matrix of
   one row per output position, then one BLAS product with the kernel as a matrix. A forward
   convolution with many channels.
+- "shifted gemm": a convolution of stride 1 (its input undilated): the image padded once,
+  then one BLAS product per window offset, of the padded image's rows shifted by the offset
+  (a contiguous run of rows: the output is computed at every padded column, the columns past
+  each row's end dropped at the end) with that offset's (C, O) kernel matrix, accumulated in
+  place (gemm's beta = 1). No window matrix: im2col's copy, nine times the image for a 3x3
+  window, never touches memory. Measured single-threaded (2-core AMD EPYC VM, loaded):
+  32x32x32 images 16 -> 32 channels 4.8 ms against im2col's 18.9 and jax.jit's 6.0; a
+  64 -> 32 input gradient 19 against 47 and 21.
 - "gemm": a 1x1 convolution of stride 1 without padding: the image is already the window
   matrix (a reshape), one BLAS product.
 - "direct": each input channel laid out as a padded plane (its columns split by stride
@@ -23,6 +31,8 @@
   transpose times the output gradient as a matrix, one BLAS product whose inner dimension is
   every (example, position) pair.
 
+Every product is SciPy's BLAS gemm (dots.scipy_matmul), as are the program's dots then
+(pools.calls_scipy_blas): one OpenBLAS pool, not two fighting for the cores.
 Grouped (feature or batch groups), non-2-D, preferred-type and non-float convolutions run the
 op row's NumPy reference (windows from views, einsum per group); their listing line says so.
 A CPU program calls `prepare`'s form, its layout worked out when the program is made.
@@ -39,6 +49,7 @@ from ...ir import dtypes
 from ...ir.graph import Attrs, TensorType
 from ...ir.ops import OPS
 from . import conv_kernels
+from .dots import scipy_matmul
 from .numba_dialect import numba_takes
 
 PARALLEL_MIN = 1 << 16  # elements gathered (or summed) at least before every core joins in
@@ -49,7 +60,7 @@ BLOCK_BYTES = 64 << 10  # a direct loop's accumulator (a block of output rows): 
 
 
 def _method(window: int, channels: int, outputs: int, positions: int, out_w: int,
-            dilated: bool, one_by_one: bool) -> str:
+            dilated: bool, one_by_one: bool, unit_stride: bool) -> str:
     """How to compute an ungrouped 2-D convolution of this shape (the module docstring
     describes each method). "direct" for a few input channels and output channels over
     wide rows: a 64x32x32x3 batch's 16-channel 3x3 convolution on 2 cores took 1.2-1.6 ms
@@ -66,7 +77,7 @@ def _method(window: int, channels: int, outputs: int, positions: int, out_w: int
         return "gemm"
     if window * channels <= DIRECT_WIDTH and outputs <= DIRECT_OUTPUTS and out_w >= DIRECT_ROW:
         return "direct"
-    return "im2col"
+    return "shifted gemm" if unit_stride else "im2col"
 
 
 def _reference(why: str, a: Attrs) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -104,6 +115,13 @@ def _permuter(order: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: np.ascontiguousarray(x.transpose(order))
 
 
+def _gemm(dtype: np.dtype) -> Any:
+    """SciPy's BLAS gemm for the element type (sgemm, dgemm)."""
+    from scipy.linalg import blas
+
+    return blas.sgemm if dtype == np.float32 else blas.dgemm
+
+
 def _back(canonical_at: Sequence[int], os_: Sequence[int]) -> tuple[int, ...]:
     """The transpose from a method's result (whose axis canonical_at[k] holds canonical
     dimension k: batch, feature, spatial...) to the output's layout `os_`."""
@@ -137,9 +155,12 @@ def prepare(types: Sequence[Any], a: Attrs) -> Callable[..., np.ndarray] | None:
     if min(out_h, out_w, n, c, o, h, w_) <= 0:
         return _reference("empty", a)
     one = (kh, kw, sh, sw, lh, lw, ph, qh, pw, qw) == (1, 1, 1, 1, 1, 1, 0, 0, 0, 0)
-    method = _method(kh * kw, c, o, out_h * out_w, out_w, (lh, lw) != (1, 1), one)
+    unit = ((sh, sw) == (1, 1) and min(ph, qh, pw, qw) >= 0
+            and dtype in (np.dtype(np.float32), np.dtype(np.float64)))
+    method = _method(kh * kw, c, o, out_h * out_w, out_w, (lh, lw) != (1, 1), one, unit)
     shape = (n, out_h, out_w, o)
-    nhwc = _permuter((ls[0], ls[2], ls[3], ls[1]))
+    to_nhwc = (ls[0], ls[2], ls[3], ls[1])
+    nhwc = _permuter(to_nhwc)
     back = _back((0, 3, 1, 2), os_)  # from (N, OH, OW, O)
 
     if method == "im2col, transposed product":
@@ -155,7 +176,7 @@ def prepare(types: Sequence[Any], a: Attrs) -> Callable[..., np.ndarray] | None:
         def conv(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
             cols = np.empty(cols_shape, dtype)
             gather(chwn(lhs), cols, kh, kw, out_h, out_w, dh, dw, sh, sw, ph, pw, lh, lw)
-            out = np.matmul(cols.T, ihwo(rhs).reshape(cols_shape[0], o))
+            out = scipy_matmul(cols.T, ihwo(rhs).reshape(cols_shape[0], o))
             return out.reshape(out_h, out_w, n, o).transpose(back_t)
     elif method == "col2im":
         taps = kh * kw
@@ -164,7 +185,7 @@ def prepare(types: Sequence[Any], a: Attrs) -> Callable[..., np.ndarray] | None:
         ihwo = _permuter((rs[1], rs[2], rs[3], rs[0]))
 
         def conv(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-            p = np.matmul(nhwc(lhs).reshape(n * h * w_, c), ihwo(rhs).reshape(c, taps * o))
+            p = scipy_matmul(nhwc(lhs).reshape(n * h * w_, c), ihwo(rhs).reshape(c, taps * o))
             out = np.empty(shape, dtype)
             gather_sum(p.reshape(n, h, w_, taps * o), out, kh, kw, sh, sw, dh, dw, ph, pw,
                        lh, lw)
@@ -185,11 +206,36 @@ def prepare(types: Sequence[Any], a: Attrs) -> Callable[..., np.ndarray] | None:
             wf = np.ascontiguousarray(rhs.transpose(to_matrix)).reshape(kh * kw * c, o)
             direct(xp, wf, out, kh, kw, dh, dw, block)
             return out.transpose(back)
+    elif method == "shifted gemm":
+        hp, wp = h + ph + qh, w_ + pw + qw  # the padded image
+        last = (kh - 1) * dh * wp + (kw - 1) * dw  # the farthest offset
+        span = n * hp * wp - last  # the rows every offset's product covers
+        gemm = _gemm(dtype)
+        to_matrix = (rs[2], rs[3], rs[1], rs[0])  # (KH, KW, I, O)
+
+        def conv(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+            xp = np.zeros((n, hp, wp, c), dtype)
+            xp[:, ph:ph + h, pw:pw + w_] = lhs.transpose(to_nhwc)
+            flat = xp.reshape(n * hp * wp, c)
+            wk = np.ascontiguousarray(rhs.transpose(to_matrix))
+            acc = np.empty((n * hp * wp, o), dtype)
+            acc_t = acc[:span].T  # (O, span), Fortran-ordered: BLAS's column-major C
+            for t in range(kh * kw):
+                p, q = divmod(t, kw)
+                at = p * dh * wp + q * dw
+                # C^T = W^T X^T in column-major terms; the first offset overwrites (beta 0);
+                # every operand Fortran-ordered already, so that SciPy copies none of them
+                acc_t = gemm(1.0, wk[p, q].T, flat[at:at + span].T, beta=float(t > 0),
+                             c=acc_t, overwrite_c=True)
+            if not np.shares_memory(acc_t, acc):  # (a wrapper that copied after all)
+                acc[:span] = acc_t.T
+            full = acc.reshape(n, hp, wp, o)[:, :out_h, :out_w]
+            return full.transpose(back)
     elif method == "gemm":
         io = (rs[1], rs[0], rs[2], rs[3])  # (I, O, 1, 1)
 
         def conv(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-            out = np.matmul(nhwc(lhs).reshape(n * h * w_, c), rhs.transpose(io).reshape(c, o))
+            out = scipy_matmul(nhwc(lhs).reshape(n * h * w_, c), rhs.transpose(io).reshape(c, o))
             return out.reshape(shape).transpose(back)
     else:
         rows, width = n * out_h * out_w, kh * kw * c
@@ -200,7 +246,7 @@ def prepare(types: Sequence[Any], a: Attrs) -> Callable[..., np.ndarray] | None:
         def conv(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
             cols = np.empty((rows, width), dtype)
             gather(nhwc(lhs), cols, out_h, out_w, kh, kw, sh, sw, dh, dw, ph, pw, lh, lw)
-            out = np.matmul(cols, rhs.transpose(to_matrix).reshape(width, o))
+            out = scipy_matmul(cols, rhs.transpose(to_matrix).reshape(width, o))
             return out.reshape(shape).transpose(back)
 
     conv.method = method  # type: ignore[attr-defined]

@@ -78,7 +78,8 @@ def test_every_method_matches_the_reference_on_every_layout_and_window() -> None
         k = _arr(rng, _rhs_shape(dn, o, c, kh, kw), dtype)
         seen.add(_check(x, k, window_strides=s, padding=p, dimension_numbers=dn,
                         rhs_dilation=d, lhs_dilation=base))
-    assert {"im2col", "gemm", "direct", "col2im", "im2col, transposed product"} <= seen, seen
+    assert {"im2col", "gemm", "direct", "col2im", "im2col, transposed product",
+            "shifted gemm"} <= seen, seen
 
 
 @pytest.mark.parametrize("channels", [(1, 1), (3, 16), (16, 32), (32, 64), (128, 128)])
@@ -100,7 +101,9 @@ def test_large_ones_run_on_every_core() -> None:
     rng = np.random.default_rng(1)
     x, w = _arr(rng, (4, 32, 32, 32), np.float32), _arr(rng, (3, 3, 32, 64), np.float32)
     same = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)))
-    _check(x, w, "im2col", dimension_numbers=NHWC, **same)
+    _check(x, w, "shifted gemm", dimension_numbers=NHWC, **same)
+    _check(x, w, "im2col", dimension_numbers=NHWC, window_strides=(2, 2),
+           padding=((0, 1), (0, 1)))
     _check(x, _arr(rng, (4, 32, 32, 64), np.float32), "im2col, transposed product",
            dimension_numbers=KERNEL_GRAD, **same)
     _check(_arr(rng, (4, 16, 16, 64), np.float32), w, "col2im", dimension_numbers=INPUT_GRAD,
