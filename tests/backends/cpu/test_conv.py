@@ -79,7 +79,7 @@ def test_every_method_matches_the_reference_on_every_layout_and_window() -> None
         seen.add(_check(x, k, window_strides=s, padding=p, dimension_numbers=dn,
                         rhs_dilation=d, lhs_dilation=base))
     assert {"im2col", "gemm", "direct", "col2im", "im2col, transposed product",
-            "shifted gemm", "shifted gemm, transposed"} <= seen, seen
+            "shifted gemm"} <= seen, seen
 
 
 @pytest.mark.parametrize("channels", [(1, 1), (3, 16), (16, 32), (32, 64), (128, 128)])
@@ -92,9 +92,7 @@ def test_channels_one_to_128(channels: tuple[int, int]) -> None:
     dy = _arr(rng, (2, 7, 9, o), np.float32)
     same = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)))
     _check(x, w, dimension_numbers=NHWC, **same)
-    _check(x, dy, "shifted gemm, transposed", dimension_numbers=KERNEL_GRAD, **same)
-    _check(x, dy[:, ::2, ::2], "im2col, transposed product", dimension_numbers=KERNEL_GRAD,
-           window_strides=(1, 1), padding=((0, 1), (0, 0)), rhs_dilation=(2, 2))
+    _check(x, dy, "im2col, transposed product", dimension_numbers=KERNEL_GRAD, **same)
     _check(dy, w, dimension_numbers=INPUT_GRAD, **same)
 
 
@@ -106,11 +104,8 @@ def test_large_ones_run_on_every_core() -> None:
     _check(x, w, "shifted gemm", dimension_numbers=NHWC, **same)
     _check(x, w, "im2col", dimension_numbers=NHWC, window_strides=(2, 2),
            padding=((0, 1), (0, 1)))
-    _check(x, _arr(rng, (4, 32, 32, 64), np.float32), "shifted gemm, transposed",
+    _check(x, _arr(rng, (4, 32, 32, 64), np.float32), "im2col, transposed product",
            dimension_numbers=KERNEL_GRAD, **same)
-    _check(x, _arr(rng, (4, 16, 16, 64), np.float32), "im2col, transposed product",
-           dimension_numbers=KERNEL_GRAD, window_strides=(1, 1), padding=((0, 1), (0, 1)),
-           rhs_dilation=(2, 2))
     _check(_arr(rng, (4, 16, 16, 64), np.float32), w, "col2im", dimension_numbers=INPUT_GRAD,
            window_strides=(1, 1), padding=((2, 1), (2, 1)), lhs_dilation=(2, 2))
     _check(_arr(rng, (8, 32, 32, 3), np.float32), _arr(rng, (3, 3, 3, 16), np.float32), "direct",
@@ -166,7 +161,7 @@ def test_a_programs_gradient_names_each_convolutions_method() -> None:
              if NAME in line and not line.lstrip().startswith("#")]
     assert lines and all("laid out ahead: " in line for line in lines), lines
     said = " ".join(lines)
-    for method in ("col2im", "im2col, transposed product", "shifted gemm, transposed"):
+    for method in ("col2im", "im2col, transposed product"):
         assert method in said, said
     for got, want in zip(jax.tree_util.tree_leaves(r.value),
                          jax.tree_util.tree_leaves(t.run(backend="reference").value)):
