@@ -12,7 +12,9 @@
   place (gemm's beta = 1). No window matrix: im2col's copy, nine times the image for a 3x3
   window, never touches memory. Measured single-threaded (2-core AMD EPYC VM, loaded):
   32x32x32 images 16 -> 32 channels 4.8 ms against im2col's 18.9 and jax.jit's 6.0; a
-  64 -> 32 input gradient 19 against 47 and 21.
+  64 -> 32 input gradient 19 against 47 and 21. (Its KH * KW gemm calls are as many waits
+  for BLAS's threads: on a heavily loaded VM, where a wait can cost a scheduler quantum,
+  multi-threaded timings swung either way; to be re-measured quiet.)
 - "gemm": a 1x1 convolution of stride 1 without padding: the image is already the window
   matrix (a reshape), one BLAS product.
 - "direct": each input channel laid out as a padded plane (its columns split by stride
