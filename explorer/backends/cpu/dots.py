@@ -1,6 +1,6 @@
 """The matmul a CPU program calls: its dots' program text says `matmul` (np.matmul's
 semantics), and `matmul_for(graph)` picks the function bound under that name. A program
-that calls SciPy's LAPACK (pools.calls_lapack) runs its dots on SciPy's BLAS too
+that calls SciPy's LAPACK or BLAS (pools.calls_scipy_blas) runs its dots on SciPy's BLAS too
 (`scipy_matmul`), so one OpenBLAS pool serves the whole program (pools.py says why); other
 programs, and every program where SciPy has no BLAS of its own, keep np.matmul.
 
@@ -23,7 +23,7 @@ from . import pools
 
 def matmul_for(g: Graph) -> Callable[[Any, Any], np.ndarray]:
     """The matmul `g`'s program calls."""
-    if pools.calls_lapack(g) and pools.scipy_pool() is not None:
+    if pools.calls_scipy_blas(g) and pools.scipy_pool() is not None:
         return scipy_matmul
     return np.matmul
 

@@ -29,6 +29,14 @@ def calls_lapack(g: Graph) -> bool:
                for n in g.nodes)
 
 
+def calls_scipy_blas(g: Graph) -> bool:
+    """Whether `g` (or a body inside it) runs an op on SciPy's BLAS or LAPACK: the LAPACK
+    ops, and convolutions (conv.py's products are SciPy's gemm: its shifted method
+    accumulates in place, beta = 1, which np.matmul cannot)."""
+    return any(n.op in SCIPY_LAPACK or n.op == "conv_general_dilated"
+               or any(calls_scipy_blas(b) for _, b in bodies(n)) for n in g.nodes)
+
+
 @functools.cache
 def scipy_pool() -> Any:
     """threadpoolctl's controller of SciPy's own BLAS, or None (one shared BLAS, or no
