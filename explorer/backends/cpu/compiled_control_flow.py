@@ -6,7 +6,10 @@ fall-back).
 The function is one generated module: the body's fused kernels (their generated source,
 renamed), then a loop over the iterations that calls them, BLAS dots through numba's np.dot,
 and the few array ops bodies hold besides (broadcasts, reshapes, transposes, one-axis
-reductions, unfused elementwise ops as loops over their scalar forms). Carries pass from one
+reductions, unfused elementwise ops as loops over their scalar forms, with operands broadcast
+along unit axes; slices, pads, concatenations, stacks, split and unstack elements, and dots
+with batch dimensions as scan_body_ops.py writes them: an LSTM's split gates and their
+gradient's concatenation, a scan-stacked transformer's rotary and attention). Carries pass from one
 iteration to the next as local arrays; each stacked result is written row by row into an
 array allocated once. What it takes: tensors of rank >= 1 everywhere in the body (numba's
 0-d arrays are a poor fit), kernels that run serially, and 2-D or 1-D dots without batch
@@ -222,14 +225,15 @@ class _Body:
         elif n.op == "get_tuple_element":
             if self.g[n.inputs[0]].op not in PIECES:
                 raise Unsupported(f"{n.describe()}: an element of a {self.g[n.inputs[0]].op}")
-            w(f"{target} = np.ascontiguousarray({ins[0]}[{n.attrs['index']}])")
+            element = f"{ins[0]}[{n.attrs['index']}]"  # (a 0-d element is a numba scalar)
+            w(f"{target} = {f'np.ascontiguousarray({element})' if t.rank else element}")
         elif n.op == "slice":
             w(f"{target} = {slice_expr(n, ins[0], self.g[n.inputs[0]].type)}")
         elif n.op == "pad" and t.rank:
             self.lines += pad_lines(n, target, ins[0], ins[1], self.g[n.inputs[0]].type)
         elif n.op == "concatenate" and t.rank:
             w(f"{target} = {concatenate_expr(n, ins)}")
-        elif n.op == "stack" and t.rank:
+        elif n.op == "stack" and all(self.g[i].type.rank for i in n.inputs):
             w(f"{target} = {stack_expr(n, ins)}")
         elif n.op == "constant" and t.rank == 0:
             name = f"s_{self.prefix}{n.id}_value"
