@@ -6,7 +6,10 @@ fall-back).
 The function is one generated module: the body's fused kernels (their generated source,
 renamed), then a loop over the iterations that calls them, BLAS dots through numba's np.dot,
 and the few array ops bodies hold besides (broadcasts, reshapes, transposes, one-axis
-reductions, unfused elementwise ops as loops over their scalar forms). Carries pass from one
+reductions, unfused elementwise ops as loops over their scalar forms, with operands broadcast
+along unit axes; slices, pads, concatenations, stacks, split and unstack elements, and dots
+with batch dimensions as scan_body_ops.py writes them: an LSTM's split gates and their
+gradient's concatenation, a scan-stacked transformer's rotary and attention). Carries pass from one
 iteration to the next as local arrays; each stacked result is written row by row into an
 array allocated once. What it takes: tensors of rank >= 1 everywhere in the body (numba's
 0-d arrays are a poor fit), kernels that run serially, and 2-D or 1-D dots without batch
@@ -51,7 +54,17 @@ from ..control_flow import one_or_tuple
 from .kernel_codegen import KERNEL, accumulator
 from .kernels import CpuKernelCode, code_of, load
 from .numba_dialect import NUMBA, np_type
+from .scan_body_ops import (
+    batched_dot_lines,
+    broadcast_index,
+    concatenate_expr,
+    pad_lines,
+    pieces_expr,
+    slice_expr,
+    stack_expr,
+)
 
+PIECES = ("split", "unstack")  # tuple-valued ops the body takes (their elements by index)
 REDUCE = {"reduce_sum": "{acc} + {x}", "reduce_max": "maximum({acc}, {x})",
           "reduce_min": "minimum({acc}, {x})"}
 FLOATS = ("f32", "f64")
@@ -185,7 +198,8 @@ class _Body:
             if n.id in self.skip:
                 var[n.id] = self.skip[n.id]
                 continue
-            _tensor(n.type)  # (a 0-d value is a numba scalar throughout)
+            if not (n.op in PIECES and isinstance(n.type, TupleType)):
+                _tensor(n.type)  # (a 0-d value is a numba scalar throughout)
             target = f"v{self.prefix}{n.id}"
             ins = [var[i] for i in n.inputs]
             self.node(n, target, ins)
@@ -199,7 +213,28 @@ class _Body:
         elif n.id in self.hoist:
             w(f"{target} = {self.hoist[n.id]}[i]  # its row of the product before the loop")
         elif n.op == "dot_general":
-            w(f"{target} = {_dot(n, ins[0], ins[1], self.g)}")
+            try:
+                w(f"{target} = {_dot(n, ins[0], ins[1], self.g)}")
+            except Unsupported:
+                lines = batched_dot_lines(n, target, ins[0], ins[1], self.g)
+                if lines is None:
+                    raise
+                self.lines += lines
+        elif n.op in PIECES:
+            w(f"{target} = {pieces_expr(n, ins[0])}  # views; each taken contiguous")
+        elif n.op == "get_tuple_element":
+            if self.g[n.inputs[0]].op not in PIECES:
+                raise Unsupported(f"{n.describe()}: an element of a {self.g[n.inputs[0]].op}")
+            element = f"{ins[0]}[{n.attrs['index']}]"  # (a 0-d element is a numba scalar)
+            w(f"{target} = {f'np.ascontiguousarray({element})' if t.rank else element}")
+        elif n.op == "slice":
+            w(f"{target} = {slice_expr(n, ins[0], self.g[n.inputs[0]].type)}")
+        elif n.op == "pad" and t.rank:
+            self.lines += pad_lines(n, target, ins[0], ins[1], self.g[n.inputs[0]].type)
+        elif n.op == "concatenate" and t.rank:
+            w(f"{target} = {concatenate_expr(n, ins)}")
+        elif n.op == "stack" and all(self.g[i].type.rank for i in n.inputs):
+            w(f"{target} = {stack_expr(n, ins)}")
         elif n.op == "constant" and t.rank == 0:
             name = f"s_{self.prefix}{n.id}_value"
             self.globals[name] = dtypes.to_numpy(t.dtype).type(n.attrs["value"].array.item())
@@ -222,8 +257,9 @@ class _Body:
             else:
                 expr = row.program(ins, [src], t, n.attrs)
                 w(f"{target} = np.ascontiguousarray({expr})")
-        elif n.op in ("reshape", "transpose"):
-            w(f"{target} = {row.program(ins, [self.g[i].type for i in n.inputs], t, n.attrs)}")
+        elif n.op in ("reshape", "transpose"):  # contiguous: numba reshapes only those
+            expr = row.program(ins, [self.g[i].type for i in n.inputs], t, n.attrs)
+            w(f"{target} = {f'np.ascontiguousarray({expr})' if n.op == 'transpose' else expr}")
         elif n.op in REDUCE and code_of((alone := _alone(n, self.g)).attrs["body"]) is not None:
             # as the kernel generator writes a reduction (vectorized, a wide accumulator):
             # a plain fold into the result ran one dependent add at a time (an RNN's row
@@ -243,11 +279,12 @@ class _Body:
               else f"{target} = {ident}")
             self.nest(src.shape, f"{acc} = {np_type(t.dtype)}({fold})")
         elif row.kind == OpKind.ELEMENTWISE:
-            if any(self.g[i].type.shape not in (t.shape, ()) for i in n.inputs):
+            index = [broadcast_index(self.g[i].type.shape, t.shape) for i in n.inputs]
+            if any(ix is None and self.g[i].type.rank for ix, i in zip(index, n.inputs)):
                 raise Unsupported(f"{n.describe()}: an elementwise op on broadcast shapes")
             ix = _all(t.rank)
-            expr = NUMBA.scalar_form(self.g, n)([f"{x}[{ix}]" if self.g[i].type.rank else x
-                             for x, i in zip(ins, n.inputs)], n)
+            expr = NUMBA.scalar_form(self.g, n)([f"{x}[{j}]" if self.g[i].type.rank else x
+                                                 for x, i, j in zip(ins, n.inputs, index)], n)
             if t.rank == 0:
                 w(f"{target} = {np_type(t.dtype)}({expr})")
             else:
