@@ -9,7 +9,9 @@ bench program over `jax.jit` of the original function, paired call by call.
 The programs are bench/models.py's `models()` and the wide zoo's `wide("bench")`
 (tests/corpora/wide.py). Each program runs in a fresh Python process, timed by bench/models.py's
 `compare` with the jax backend's columns only, so each column alternates with jax.jit call by
-call (`paired`: at least 25 steps a round, 5 rounds, the median of per-round ratios). A column
+call (`paired`: at least 25 steps a round, 5 rounds, the median of per-round ratios).
+"jax final, cpu's plan" is the final stage with the passes told the cpu backend instead
+(passes/targets.py: the rewrites that decline for XLA fire): what those decisions buy. A column
 "after P" is `gx.compile(fn, backend="jax", pipeline=<the default pipeline up to and including
 its k-th pass P>)`: the first column whose ratio rises names the pass that made XLA slower.
 The machine's load average is printed with the table: the ratios are robust to a load that
@@ -27,14 +29,26 @@ from pathlib import Path
 from typing import Any
 
 from bench.models import Program, compare, models
-from explorer.passes import DEFAULT_PIPELINE
+from explorer.passes import DEFAULT_PIPELINE, get
 from tests.corpora.wide import wide
 
 FINAL, TRACED = ("jax final", "jax", None), ("jax traced", "jax", [])
 
 
+def _as_for(backend: str) -> list[str]:
+    """The default pipeline with every pass that reads the backend told `backend`: the
+    stages as they were planned for it, run on the jax backend."""
+    return [f"{p}{{backend={backend}}}" if "backend" in getattr(type(get(p)), "options_read", ())
+            else p for p in DEFAULT_PIPELINE]
+
+
+# the final stage planned as for the cpu backend (no decision for XLA): what those decisions
+# buy, paired in the same run
+AS_CPU = ("jax final, cpu's plan", "jax", _as_for("cpu"))
+
+
 def programs() -> dict[str, Program]:
-    return {**models(), **wide("bench")}
+    return {**wide("bench"), **models()}
 
 
 def prefix_columns() -> list[tuple[str, str, list[str] | None]]:
@@ -45,7 +59,7 @@ def prefix_columns() -> list[tuple[str, str, list[str] | None]]:
 
 def measure(name: str, rounds: int, stages: bool) -> dict[str, Any]:
     fn, args = programs()[name]
-    columns = [FINAL, TRACED] + (prefix_columns()[:-1] if stages else [])
+    columns = [FINAL, TRACED, AS_CPU] + (prefix_columns()[:-1] if stages else [])
     return compare(fn, args, rounds, columns)
 
 
@@ -76,8 +90,9 @@ def main() -> None:
         print(json.dumps(measure(ns.one, ns.rounds, ns.stages_here)), flush=True)
         return
     print(f"load average before: {os.getloadavg()}", flush=True)
-    print("| program | jax.jit | jax final / jax.jit | jax traced / jax.jit |")
-    print("|---|---|---|---|", flush=True)
+    print("| program | jax.jit | jax final / jax.jit | jax traced / jax.jit | "
+          "jax final, cpu's plan / jax.jit |")
+    print("|---|---|---|---|---|", flush=True)
     names = [n for n in programs() if ns.only is None or any(s in n for s in ns.only)]
     for name in names:
         stages = ns.stages is not None and any(s in name for s in ns.stages)
@@ -85,7 +100,8 @@ def main() -> None:
         jit = row.get("jax.jit")
         jit_cell = f"{jit * 1e3:.2f} ms" if isinstance(jit, float) else str(jit)
         print(f"| {name} | {jit_cell} | {_cell(row.get('jax final'))} | "
-              f"{_cell(row.get('jax traced'))} | load {os.getloadavg()[0]:.1f}", flush=True)
+              f"{_cell(row.get('jax traced'))} | {_cell(row.get(AS_CPU[0]))} | "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
         for label, _, _ in prefix_columns()[:-1] if stages else []:
             print(f"|   {label} | | {_cell(row.get(label))} | |", flush=True)
     print(f"load average after: {os.getloadavg()}", flush=True)
