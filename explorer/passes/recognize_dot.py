@@ -12,6 +12,12 @@ product and is left alone, as is a plain `sum(x * y)` of unbroadcast operands (n
 to save, and the Euclidean-distance pass wants that form). Not bit-exact: the summation order
 changes, as in any matmul.
 
+Bound for XLA (the `backend` option is "jax", passes/targets.py), a product in which one
+operand has no free axis (a matrix-vector product, batched or not) is left alone: XLA fuses
+the broadcast multiply into the sum without making the product, the dot would do as many
+FLOPs, and XLA fuses no producer into a dot, so the operand it would read is made in memory
+(DP-SGD's clipped mean of per-example gradients ran 2x slower as a dot, bench/jax_stages.py).
+
 A sum of a product with an operand read through a broadcast that is left alone gets a
 `missed` remark naming the condition that failed (explorer/ir/remarks.py); a plain
 `sum(x * y)` of unbroadcast operands gets none.
@@ -21,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import ClassVar
 
 from ..ir import dtypes
 from ..ir.graph import Node
@@ -28,12 +36,14 @@ from ..ir.rewrite import RewriteContext, Rule, pat, var
 from . import register
 from .base import RulePass
 from .broadcasts import broadcast_view, live_users, not_a_product, place, result_order, split_axes, squeeze_to
+from .targets import xla_lays_out
 
 
 def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
-            widen: Node | None = None) -> int | None:
+            widen: Node | None = None, backend: str | None = None) -> int | None:
     """`widen`: a float conversion between the product and the sum (jnp.sum of f16/bf16
-    products accumulates in f32); the dot then accumulates in that type."""
+    products accumulates in f32); the dot then accumulates in that type. `backend`: the
+    one that runs the result (module doc: matrix-vector products bound for XLA)."""
     reader = widen or root
     if dtypes.is_bool(prod.dtype):
         return None
@@ -67,6 +77,12 @@ def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
     if not (xfree or yfree or peeled):
         return miss("only one operand is broadcast and neither has an axis of its own: the "
                     "product has no temporary larger than its operands to save")
+    if xla_lays_out(backend) and not (xfree and yfree):
+        return miss(f"a matrix-vector product ({'first' if not xfree else 'second'} operand "
+                    f"without a free axis) on the {backend} backend: XLA fuses the broadcast "
+                    f"multiply into the sum without making the product, with as many FLOPs "
+                    f"as the dot, and could fuse no producer into a dot (DP-SGD's clipped "
+                    f"mean of per-example gradients: 2x slower as a dot on XLA:CPU)")
     order, swap = result_order(xm, ym, roles, shape, summed)
     if swap:
         (xb, xm), (yb, ym) = (yb, ym), (xb, xm)
@@ -82,12 +98,20 @@ def _to_dot(ctx: RewriteContext, root: Node, prod: Node, x: Node, y: Node,
 
 
 _PROD = pat("mul", var("x"), var("y"), name="prod")
-RULES = [
-    Rule("broadcast-mul-sum-to-dot", pat("reduce_sum", _PROD, name="root"), _to_dot),
-    Rule("broadcast-mul-sum-to-dot",
-         pat("reduce_sum", pat("convert_element_type", _PROD, name="widen"), name="root"),
-         _to_dot),
-]
+
+
+def rules(backend: str | None = None) -> list[Rule]:
+    """The rule, for the products of a sum and of a widened sum, bound for `backend`."""
+    to_dot = partial(_to_dot, backend=backend)
+    return [
+        Rule("broadcast-mul-sum-to-dot", pat("reduce_sum", _PROD, name="root"), to_dot),
+        Rule("broadcast-mul-sum-to-dot",
+             pat("reduce_sum", pat("convert_element_type", _PROD, name="widen"), name="root"),
+             to_dot),
+    ]
+
+
+RULES = rules()
 
 
 @register
@@ -96,6 +120,8 @@ class RecognizeDot(RulePass):
     """Turn broadcast-multiply-reduce_sum into dot_general (with batch dims if any)."""
 
     name: str = "recognize-dot"
+    backend: str | None = None  # the backend that runs the result (the compile options')
+    options_read: ClassVar[tuple[str, ...]] = ("backend",)
 
     def rule_list(self) -> Sequence[Rule]:
-        return RULES
+        return rules(self.backend) if xla_lays_out(self.backend) else RULES

@@ -8,7 +8,11 @@ Applied (bit-exact for every input, NaN, infinities and signed zeros included):
   convert_element_type to x's own type, reduce over no axes, and broadcast/reshape/transpose
   that keep x as it is -> x; broadcast of broadcast, reshape of reshape, transpose of
   transpose -> one op; transpose feeding dot_general -> new dimension numbers; a transpose
-  that swaps a dot_general's two free blocks -> the dot with its operands swapped.
+  that swaps a dot_general's two free blocks -> the dot with its operands swapped, except
+  for an outer product (no contracting dim) bound for XLA (the `backend` option is "jax",
+  passes/targets.py): XLA turns it into a broadcast multiply fused into its readers and
+  places the transpose itself, and the swapped form ran 5x slower there (DP-SGD's
+  per-example gradients, bench/jax_stages.py); a `missed` remark says so.
   An op whose inputs are all constants -> a constant, if the result has at most `fold_limit`
   elements and no more than its largest input (a broadcast of a splat stays a broadcast);
   the op table's NumPy reference computes it, as the reference interpreter would.
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,6 +51,7 @@ from ..ir.remarks import enabled
 from ..ir.rewrite import RewriteContext, Rule, pat, splat, var
 from ..ir.traits import OpKind
 from .base import RulePass
+from .targets import xla_lays_out
 
 _EXACT = ("i", "u", "f", "b")  # first letters of integer and real float type names
 
@@ -170,20 +175,38 @@ def _dot_through_transpose(ctx: RewriteContext, root: Node) -> int | None:
     return ctx.emit("dot_general", [lhs, rhs], attrs)
 
 
-def _dot_transposed(ctx: RewriteContext, root: Node, dot: Node) -> int | None:
+def _dot_transposed(backend: str | None) -> Any:
     """transpose(dot_general(a, b)) that swaps the two free blocks (batch dims kept first)
     -> dot_general(b, a): the product comes out in the order it is read, with no transposed
-    view for later ops to stride through (XLA's transpose folding does the same)."""
-    if ctx.users(dot) != (root.id,) or ctx.is_output(dot):
-        return None  # the untransposed product is needed as well: one dot, not two
+    view for later ops to stride through. Declined where XLA compiles the result
+    (`xla_lays_out`, module doc) for an outer product, a dot with no contracting dim."""
+
+    def fn(ctx: RewriteContext, root: Node, dot: Node) -> int | None:
+        if ctx.users(dot) != (root.id,) or ctx.is_output(dot):
+            return None  # the untransposed product is needed as well: one dot, not two
+        lc, rc, lb, rb = dot_dims(dot.attrs)
+        lhs, rhs = (ctx.node(i) for i in dot.inputs)
+        nb = len(lb)
+        nl = lhs.type.rank - len(lc) - nb  # type: ignore[union-attr]
+        nr = rhs.type.rank - len(rc) - nb  # type: ignore[union-attr]
+        want = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
+        if tuple(root.attrs["permutation"]) != want or nl == 0 or nr == 0:
+            return None
+        if xla_lays_out(backend) and not lc:
+            ctx.miss(f"outer product %{dot.id} ({dot.type}, no contracting dim) keeps its "
+                     f"transpose on the {backend} backend: XLA makes it a broadcast multiply "
+                     f"that it fuses into its readers, and places the transpose itself; "
+                     f"with the operands swapped, XLA:CPU ran DP-SGD's per-example gradients "
+                     f"5x slower", [root, dot])
+            return None
+        return _swapped(ctx, dot)
+
+    return fn
+
+
+def _swapped(ctx: RewriteContext, dot: Node) -> int:
     lc, rc, lb, rb = dot_dims(dot.attrs)
     lhs, rhs = (ctx.node(i) for i in dot.inputs)
-    nb = len(lb)
-    nl = lhs.type.rank - len(lc) - nb  # type: ignore[union-attr]
-    nr = rhs.type.rank - len(rc) - nb  # type: ignore[union-attr]
-    want = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
-    if tuple(root.attrs["permutation"]) != want or nl == 0 or nr == 0:
-        return None
     attrs = dot.attrs.replace(dimension_numbers=((rc, lc), (rb, lb)))
     return ctx.emit("dot_general", [rhs, lhs], attrs)
 
@@ -209,7 +232,7 @@ def _fold(limit: int) -> Any:
     return fn
 
 
-def rules(fold_limit: int = 64) -> list[Rule]:
+def rules(fold_limit: int = 64, backend: str | None = None) -> list[Rule]:
     x, c = var("x"), var("c")
     return [
         Rule("mul-by-one", pat("mul", x, c, name="root", commute=True), _identity(1.0, 1)),
@@ -232,7 +255,7 @@ def rules(fold_limit: int = 64) -> list[Rule]:
                                            name="root"), _transposes),
         Rule("transpose-into-dot", pat("dot_general", name="root"), _dot_through_transpose),
         Rule("transpose-of-dot", pat("transpose", pat("dot_general", name="dot"), name="root"),
-             _dot_transposed),
+             _dot_transposed(backend)),
         Rule("fold-constant", var("root"), _fold(fold_limit)),
     ]
 
@@ -265,6 +288,8 @@ def refusals() -> list[Rule]:
 class Simplify(RulePass):
     name: str = "simplify"
     fold_limit: int = 64  # fold constants of at most this many elements
+    backend: str | None = None  # the backend that runs the result (the compile options')
+    options_read: ClassVar[tuple[str, ...]] = ("backend",)
 
     def rule_list(self) -> Sequence[Rule]:
-        return rules(self.fold_limit) + (refusals() if enabled() else [])
+        return rules(self.fold_limit, self.backend) + (refusals() if enabled() else [])

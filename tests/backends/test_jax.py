@@ -3,6 +3,7 @@ measuring layer on top: trace.compare's table and plot, gx.compile's cache."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -84,3 +85,17 @@ def test_unknown_backend_is_refused() -> None:
     t, _ = explore("seed001-reduce-sum")
     with pytest.raises(ValueError, match="available"):
         t.run(backend="tpu")
+
+
+@pytest.mark.parametrize("name", ["dp-sgd per-example grads", "moe top-2 grad"])
+def test_stages_planned_for_xla_match_jax_jit(name: str) -> None:
+    """gx.compile(backend="jax") plans the passes for XLA (passes/targets.py): the rewrites
+    that decline there say so in remarks, and the result is jax.jit's."""
+    from tests.corpora.graphs import assert_tree_close
+    from tests.corpora.wide import wide
+
+    fn, args = wide("small")[name]
+    compiled = gx.compile(fn, backend="jax")
+    assert_tree_close(compiled(*args), jax.jit(fn)(*args), rtol=1e-4, atol=1e-4)
+    remarks = [r for s in compiled.trace_for(*args).stages for r in s.report.remarks]
+    assert any("jax backend" in r.reason for r in remarks)

@@ -8,7 +8,8 @@ An optional line `// remarks: rule@file:line ...` in the expected part lists the
 (explorer/ir/remarks.py) the pass must make, in any order, in the same form; an empty one
 says it makes none.
 An optional line `// options: key=value ...` in the input part sets
-integer options of the pass (the split pass's memory_limit). Each case checks the output
+options of the pass (the split pass's memory_limit=98304; backend=jax: an integer where the
+value is one, else the text). Each case checks the output
 text, the verifier, the print/parse round trip and, for passes that run to a fixed point,
 that a second run changes nothing."""
 
@@ -63,8 +64,8 @@ def test_every_golden_file_names_a_registered_pass() -> None:
 def test_golden(pass_name: str, case: str, given: str, expected: str) -> None:
     p = gx.passes.get(pass_name)
     options = OPTIONS.search(given)
-    if options:  # the pass's dataclass fields, as key=int pairs
-        p = dataclasses.replace(p, **{k: int(v) for k, v in
+    if options:  # the pass's dataclass fields, as key=value pairs (an int where it is one)
+        p = dataclasses.replace(p, **{k: int(v) if v.lstrip("-").isdigit() else v for k, v in
                                       (kv.split("=") for kv in options.group(1).split())})
     before = verify(parse(given))
     after, report = p(before)

@@ -198,3 +198,22 @@ def test_no_remark_when_it_fires_or_for_a_plain_product() -> None:
     assert fired.rewrites and fired.remarks == ()
     _, plain = RecognizeDot()(trace(rowdot, *[np.ones((4, 5), np.float32)] * 2).graph)
     assert not plain.rewrites and plain.remarks == ()
+
+
+# ---------------------------------------------------------------- bound for XLA (backend=jax)
+
+
+@pytest.mark.parametrize("fn,shapes,fires", [
+    (lambda a, v: jnp.sum(a * v[None, :], 1), [(4, 5), (5,)], False),  # matrix-vector
+    (lambda g, s: jnp.mean(g * s[:, None, None], 0), [(6, 4, 5), (6,)], False),  # DP-SGD's mean
+    (lambda a, b: jnp.sum(a[:, :, None] * b[None, :, :], 1), [(4, 5), (5, 6)], True),
+    (lambda x, y: jnp.sum(x[:, :, :, None] * y[:, None, :, :], 2), [(2, 3, 4), (2, 4, 5)],
+     True),  # batched matrix-matrix
+])
+def test_for_xla_matrix_vector_products_are_left_alone(fn, shapes, fires) -> None:  # noqa: ANN001
+    g = _graph(fn, *shapes)
+    after, report = check_semantics(RecognizeDot(backend="jax"), g)
+    assert (RULE in {r.rule for r in report.rewrites}) is fires
+    said = [r for r in report.remarks if "jax backend" in r.reason]
+    assert bool(said) is not fires
+    assert RULE in {r.rule for r in RecognizeDot()(g)[1].rewrites}  # elsewhere: a dot

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -132,3 +133,41 @@ def test_integer_identities_are_exact_and_not_remarked() -> None:
         return n * 0, n - n
 
     assert _refusals(f, np.arange(4, dtype=np.int32)) == {}
+
+
+# ---------------------------------------------------------------- bound for XLA (backend=jax)
+
+
+def _outer_grads(a, b):  # type: ignore[no-untyped-def]
+    """Per-example outer products, transposed (what vmap(grad) of x @ w gives)."""
+    outer = jax.lax.dot_general(a, b, (((), ()), ((0,), (0,))))
+    return jnp.swapaxes(outer, 1, 2) * 2.0
+
+
+def test_an_outer_product_for_xla_keeps_its_transpose_and_says_why() -> None:
+    g = trace(_outer_grads, np.zeros((3, 4), np.float32), np.zeros((3, 5), np.float32)).graph
+    after, report = check_semantics(Simplify(backend="jax"), g)
+    assert "transpose-of-dot" not in {r.rule for r in report.rewrites}
+    assert "transpose" in after.ops()
+    said = [r for r in report.remarks if r.rule == "transpose-of-dot"]
+    assert len(said) == 1 and "jax backend" in said[0].reason and said[0].kind == "missed"
+    # for any other backend the operands swap, as before
+    other, report = check_semantics(Simplify(backend="cpu"), g)
+    assert "transpose-of-dot" in {r.rule for r in report.rewrites}
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_semantics_for_xla_on_test_graphs(name: str) -> None:
+    fn, args = ALL[name]
+    check_semantics(Simplify(backend="jax"), trace(fn, *args).graph, like=args)
+
+
+def test_the_jax_backend_compiles_with_the_option_set() -> None:
+    """gx.compile(backend="jax") runs simplify with backend=jax (the compile options')."""
+    import explorer as gx
+
+    a, b = np.ones((3, 4), np.float32), np.ones((3, 5), np.float32)
+    t = gx.compile(_outer_grads, backend="jax").trace_for(a, b)
+    assert t.stage("simplify").pass_.backend == "jax"
+    assert any(r.rule == "transpose-of-dot" for r in t.stage("simplify").report.remarks)
+    assert gx.explore(_outer_grads, a, b).stage("simplify").pass_.backend == "reference"
