@@ -3,8 +3,9 @@ communities write them. A ViT, a LLaMA-style transformer with its layers stacked
 `lax.scan`, an LSTM, a graph network with `segment_sum`, a top-k mixture of experts,
 per-example gradients clipped as in DP-SGD, a state-space layer by `associative_scan`, a U-Net
 with strided and transposed convolutions, and a ResNet block with batch norm; each with its
-gradient, and the ViT's and LLaMA's logits as inference runs them. `wide("small")` gives sizes for tests (tests/test_wide.py runs them on every
-backend); `wide("bench")` realistic sizes for bench/models.py.
+gradient, and the ViT's and LLaMA's logits as inference runs them. `wide("small")` gives
+sizes for tests (tests/test_wide.py runs them on every backend); `wide("bench")` realistic
+sizes for bench/models.py.
 """
 
 from __future__ import annotations
