@@ -463,6 +463,9 @@ def main() -> None:
     ap.add_argument("--one-roofline", nargs=3, metavar=("TABLE", "PROGRAM", "ROUNDS"),
                     help="(internal) one program's near_limit figures as JSON")
     ns = ap.parse_args()
+    if ns.write and (ns.programs != "all" or ns.roofline):
+        ap.error("--write replaces RESULTS.md's models section with the whole tables: "
+                 "not with --programs or --roofline")
     TABLES.update(models=models, dispatch=dispatch_programs)
     if ns.one:
         fn, args = TABLES[ns.one[0]]()[ns.one[1]]
