@@ -400,8 +400,8 @@ def roofline_table(table_name: str, programs: dict[str, Program], repeats: int) 
         else:
             n = NearLimit.from_data(row["near"])
             peaks_line = str(row["peaks"])  # (raised again where a point landed above them)
-            line = (f"| {name} | {_fmt(n.seconds)} | {_share(n.dots, n.seconds, DOT_GOAL)} | "
-                    f"{_share(n.memory, n.seconds, MEMORY_GOAL)} | {n.loops:.0%} | "
+            line = (f"| {name} | {_fmt(n.seconds)} | {_share(n.dots, n.total, DOT_GOAL)} | "
+                    f"{_share(n.memory, n.total, MEMORY_GOAL)} | {n.loops:.0%} | "
                     f"{n.flops / 1e9:.2f} | {n.bytes / 1e6:.1f} | {_fmt(n.floor)} | "
                     f"{n.over_floor:.1f} |")
         print(line, flush=True)
@@ -414,11 +414,12 @@ def roofline_table(table_name: str, programs: dict[str, Program], repeats: int) 
     return lines
 
 
-def _share(s: Share, seconds: float, goal: float) -> str:
+def _share(s: Share, total: float, goal: float) -> str:
+    """The share, * where it misses `goal`, (its rows' share of the profiled run, rows)."""
     if s.share is None:
         return "none"
     miss = "*" if s.share < goal else ""
-    part = s.seconds / seconds if seconds > 0 else 0.0
+    part = s.seconds / total if total > 0 else 0.0
     return f"{s.share:.0%}{miss} ({part:.0%}, {s.rows})"
 
 

@@ -71,6 +71,7 @@ class NearLimit:
     """One program's figures (`near_limit`)."""
 
     seconds: float  # the cpu backend's bare run (the profile's median)
+    total: float  # the profiled run the rows' seconds are from (the shares of the run's)
     dots: Share
     memory: Share
     loops: float  # share of the run in regions timed whole (their insides out of reach)
@@ -98,7 +99,7 @@ def near_limit(rows: Iterable[ProfileRow], graph: Any, peaks: Peaks, seconds: fl
     cost = graph_cost(graph)
     whole = sum(r.seconds for r in rows if r.timed == "whole" and r.kind == "loop"
                 and not r.place)
-    return NearLimit(seconds, time_weighted(big_dots(rows), "flops", peaks.flops),
+    return NearLimit(seconds, total, time_weighted(big_dots(rows), "flops", peaks.flops),
                      time_weighted(memory_bound(rows, peaks), "bytes", peaks.bandwidth),
                      whole / total if total > 0 else 0.0, cost.flops, cost.bytes,
                      cost.flops / peaks.flops + cost.bytes / peaks.bandwidth)

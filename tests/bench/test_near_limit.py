@@ -59,7 +59,7 @@ def test_the_floor_is_the_flops_at_peak_plus_the_bytes_at_bandwidth() -> None:
     flops = 2 * 256**3 + 256 * 256
     assert n.flops == flops and n.bytes == 3 * 4 * 256 * 256 * 2
     assert n.floor == pytest.approx(flops / PEAKS.flops + n.bytes / PEAKS.bandwidth)
-    assert n.over_floor == pytest.approx(0.005 / n.floor)
+    assert n.over_floor == pytest.approx(0.005 / n.floor) and n.total == 0.004
     assert n.loops == pytest.approx(0.5)  # the loop timed whole: half the profiled run
     assert n.dots.share == pytest.approx(2 * 256**3 / 0.001 / PEAKS.flops)
     assert n.memory.share is None and not math.isnan(n.over_floor)
