@@ -4,6 +4,19 @@ against `jax.jit` of the same function on the same arguments, every ratio within
     python -m bench.models            # the realistic zoo and the dispatch table
     python -m bench.models --quick    # fewer repeats, for a smoke run
     python -m bench.models --write    # also replace the "models" section of bench/RESULTS.md
+    python -m bench.models --programs wide   # the models table's wide zoo rows only
+    python -m bench.models --roofline # how near each model runs to the machine's limits
+
+The models table holds nine programs of the zoo's kinds at realistic sizes, and the wide zoo
+(tests/corpora/wide.py, issue 42: a ViT, a LLaMA under `lax.scan`, an LSTM, a graph network
+by `segment_sum`, a top-2 mixture of experts, DP-SGD per-example gradients, an
+`associative_scan` state-space layer, a U-Net, a ResNet with batch norm, their gradients, and
+the ViT's and LLaMA's logits) at its "bench" sizes. `--roofline` prints, per model, how near
+the cpu backend's final stage runs to this machine's measured peaks (bench/near_limit.py
+says how: the share of the BLAS peak its dots of 64^3 multiply-adds or more reach, the share
+of STREAM bandwidth its memory-bound kernels of 1 MiB or more reach, both weighted by time,
+and its time over the physical floor, its FLOPs at the peak plus its bytes at the
+bandwidth), each program in a fresh process as well.
 
 `jax.jit` is `equinox.filter_jit` for the equinox programs (their modules hold functions).
 Each program runs in a fresh Python process (`compare` says why). The CPU backend and
@@ -48,7 +61,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import explorer as gx
+from bench.near_limit import DOT_GOAL, MEMORY_GOAL, NearLimit, Share
 from explorer.backends import registry
+from explorer.measure.peaks import peaks
+from tests.corpora.wide import wide
 from tests.corpora.zoo import _attention, _layer_norm, cnn, cnn_loss
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -156,7 +172,14 @@ def gp_args(n: int = 512) -> tuple[Any, ...]:
     return x, np.sin(x.sum(-1)).astype(np.float32), np.float32(0.0), np.float32(-2.0)
 
 
-def models() -> dict[str, Program]:
+def models(programs: str = "all") -> dict[str, Program]:
+    """The models table's programs: the zoo's kinds at realistic sizes ("zoo"), the wide zoo
+    at its bench sizes ("wide"), or both ("all")."""
+    return {**(zoo_models() if programs in ("all", "zoo") else {}),
+            **(wide("bench") if programs in ("all", "wide") else {})}
+
+
+def zoo_models() -> dict[str, Program]:
     g, c, r, m = gpt(), cnn_args(), rnn_args(), mlp_args()
     return {
         "gpt 2x(T=256,D=256,8 heads) loss": (gpt_loss, g),
@@ -360,6 +383,46 @@ def table(table_name: str, programs: dict[str, Program], repeats: int, title: st
     return lines
 
 
+def roofline_table(table_name: str, programs: dict[str, Program], repeats: int) -> list[str]:
+    """How near each program's final stage runs to the machine's limits on the cpu backend
+    (bench/near_limit.py), each measured in a fresh process."""
+    lines = ["| model | cpu | dots >= 64^3: of BLAS peak (their share of the run) | "
+             "memory-bound >= 1 MiB: of STREAM (their share) | in loops timed whole | "
+             "GFLOP | MB moved | floor | cpu / floor |", "|---|" + "---|" * 8]
+    # the cached peaks, raised by a measurement now if it finds them higher (one measured
+    # on a loaded machine is low, and every share over it high); each program's process
+    # reads them from the cache
+    peaks_line = str(peaks("cpu", remeasure=True, at_least=peaks("cpu")))
+    for name in programs:
+        row = _in_fresh_process(table_name, name, repeats, "--one-roofline")
+        if "near" not in row:
+            line = f"| {name} | {row['jax.jit']} |" + " |" * 7
+        else:
+            n = NearLimit.from_data(row["near"])
+            peaks_line = str(row["peaks"])  # (raised again where a point landed above them)
+            line = (f"| {name} | {_fmt(n.seconds)} | {_share(n.dots, n.total, DOT_GOAL)} | "
+                    f"{_share(n.memory, n.total, MEMORY_GOAL)} | {n.loops:.0%} | "
+                    f"{n.flops / 1e9:.2f} | {n.bytes / 1e6:.1f} | {_fmt(n.floor)} | "
+                    f"{n.over_floor:.1f} |")
+        print(line, flush=True)
+        lines.append(line)
+    lines.append("")
+    lines.append(f"Peaks: {peaks_line}. Goals (issue 42): dots at >= {DOT_GOAL:.0%} of the "
+                 f"BLAS peak, memory-bound kernels at >= {MEMORY_GOAL:.0%} of STREAM, both "
+                 f"time-weighted; a share marked * misses its goal.")
+    print(lines[-1], flush=True)
+    return lines
+
+
+def _share(s: Share, total: float, goal: float) -> str:
+    """The share, * where it misses `goal`, (its rows' share of the profiled run, rows)."""
+    if s.share is None:
+        return "none"
+    miss = "*" if s.share < goal else ""
+    part = s.seconds / total if total > 0 else 0.0
+    return f"{s.share:.0%}{miss} ({part:.0%}, {s.rows})"
+
+
 def _fmt(seconds: Any) -> str:
     if not isinstance(seconds, float):
         return str(seconds)
@@ -375,10 +438,11 @@ def dispatch_programs() -> dict[str, Program]:
 TABLES: dict[str, Callable[[], dict[str, Program]]] = {}
 
 
-def _in_fresh_process(table_name: str, name: str, repeats: int) -> dict[str, float | str]:
-    """`compare` on one program, in a new Python process (nothing another program or
-    backend ran is left in it)."""
-    done = subprocess.run([sys.executable, "-m", "bench.models", "--one", table_name, name,
+def _in_fresh_process(table_name: str, name: str, repeats: int,
+                      how: str = "--one") -> dict[str, Any]:
+    """`compare` on one program (or with how="--one-roofline", its near_limit figures), in a
+    new Python process (nothing another program or backend ran is left in it)."""
+    done = subprocess.run([sys.executable, "-m", "bench.models", how, table_name, name,
                            str(repeats)], capture_output=True, text=True,
                           cwd=Path(__file__).parent.parent)
     if done.returncode:
@@ -391,13 +455,29 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="2 rounds instead of 5")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     ap.add_argument("--only", choices=["models", "dispatch"], default=None)
+    ap.add_argument("--programs", choices=["all", "zoo", "wide"], default="all",
+                    help="the models table's rows: the zoo's kinds, the wide zoo, or both")
+    ap.add_argument("--roofline", action="store_true",
+                    help="the models' nearness to the machine's limits instead of the ratios")
     ap.add_argument("--one", nargs=3, metavar=("TABLE", "PROGRAM", "ROUNDS"),
                     help="(internal) one program's row as JSON, in this process")
+    ap.add_argument("--one-roofline", nargs=3, metavar=("TABLE", "PROGRAM", "ROUNDS"),
+                    help="(internal) one program's near_limit figures as JSON")
     ns = ap.parse_args()
+    if ns.write and (ns.programs != "all" or ns.roofline):
+        ap.error("--write replaces RESULTS.md's models section with the whole tables: "
+                 "not with --programs or --roofline")
     TABLES.update(models=models, dispatch=dispatch_programs)
     if ns.one:
         fn, args = TABLES[ns.one[0]]()[ns.one[1]]
         print(json.dumps(compare(fn, args, int(ns.one[2]), COLUMNS)), flush=True)
+        return
+    if ns.one_roofline:
+        from bench.near_limit import measure
+
+        fn, args = TABLES[ns.one_roofline[0]]()[ns.one_roofline[1]]
+        near, peaks = measure(fn, args, max(3, int(ns.one_roofline[2])))
+        print(json.dumps({"near": near.to_data(), "peaks": str(peaks)}), flush=True)
         return
     repeats = 2 if ns.quick else 5
     head = (f"{datetime.date.today()}, {platform.processor() or platform.machine()}, "
@@ -407,8 +487,11 @@ def main() -> None:
              f"{BLOCK} s blocks of calls, each after {SETTLE} s idle (the jax backend's "
              f"columns alternating with jax.jit call by call); medians of per-round "
              f"ratios (the module's docstring says how).", ""]
+    if ns.roofline:
+        roofline_table("models", models(ns.programs), repeats)
+        return
     if ns.only in (None, "models"):
-        lines += table("models", models(), repeats, "model (realistic size)") + [""]
+        lines += table("models", models(ns.programs), repeats, "model (realistic size)") + [""]
     if ns.only in (None, "dispatch"):
         lines += table("dispatch", dispatch_programs(), repeats, "zoo program (dispatch size)")
     if ns.write:

@@ -3,8 +3,9 @@ communities write them. A ViT, a LLaMA-style transformer with its layers stacked
 `lax.scan`, an LSTM, a graph network with `segment_sum`, a top-k mixture of experts,
 per-example gradients clipped as in DP-SGD, a state-space layer by `associative_scan`, a U-Net
 with strided and transposed convolutions, and a ResNet block with batch norm; each with its
-gradient. `wide("small")` gives sizes for tests (tests/test_wide.py runs them on every
-backend); `wide("bench")` realistic sizes for bench/models.py.
+gradient, and the ViT's and LLaMA's logits as inference runs them. `wide("small")` gives
+sizes for tests (tests/test_wide.py runs them on every backend); `wide("bench")` realistic
+sizes for bench/models.py.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _xent(logits: Any, labels: Any) -> Any:
 
 # ---------------------------------------------------------------- ViT (patches, einsum attention)
 
-def vit_loss(p: dict[str, Any], images: Any, labels: Any, patch: int, heads: int) -> Any:
+def vit_logits(p: dict[str, Any], images: Any, patch: int, heads: int) -> Any:
     b, h, w, c = images.shape
     x = images.reshape(b, h // patch, patch, w // patch, patch, c)
     x = x.transpose(0, 1, 3, 2, 4, 5).reshape(b, (h // patch) * (w // patch), patch * patch * c)
@@ -60,11 +61,14 @@ def vit_loss(p: dict[str, Any], images: Any, labels: Any, patch: int, heads: int
         x = x + jnp.einsum("bhqt,bthk,hkd->bqd", a, v, layer["wo"])
         y = _layer_norm(x, layer["ln2_g"], layer["ln2_b"])
         x = x + jax.nn.gelu(y @ layer["w1"] + layer["b1"]) @ layer["w2"] + layer["b2"]
-    logits = _layer_norm(x[:, 0], p["ln_g"], p["ln_b"]) @ p["head"]
-    return _xent(logits, labels)
+    return _layer_norm(x[:, 0], p["ln_g"], p["ln_b"]) @ p["head"]
 
 
-def vit(size: str) -> Program:
+def vit_loss(p: dict[str, Any], images: Any, labels: Any, patch: int, heads: int) -> Any:
+    return _xent(vit_logits(p, images, patch, heads), labels)
+
+
+def vit(size: str, grad: bool = True) -> Program:
     i = _Init(1)
     b, img, patch, d, heads, layers, classes = ((4, 16, 4, 32, 4, 2, 10) if size == "small"
                                                else (32, 32, 4, 128, 4, 4, 10))
@@ -84,9 +88,13 @@ def vit(size: str) -> Program:
          "ln_g": np.ones(d, np.float32), "ln_b": np.zeros(d, np.float32),
          "head": i.normal(d, classes)}
 
+    images, labels = i.normal(b, img, img, 3, scale=1.0), i.ints(classes, b)
+    if not grad:  # inference: the logits
+        return (lambda p, images: vit_logits(p, images, patch, heads)), (p, images)
+
     def loss(p: Any, images: Any, labels: Any) -> Any:
         return vit_loss(p, images, labels, patch, heads)
-    return jax.grad(loss), (p, i.normal(b, img, img, 3, scale=1.0), i.ints(classes, b))
+    return jax.grad(loss), (p, images, labels)
 
 
 # ---------------------------------------------------------------- LLaMA (RMSNorm, rotary, SwiGLU, scan)
@@ -126,7 +134,7 @@ def llama_logits(p: dict[str, Any], tokens: Any, heads: int) -> Any:
     return _rms_norm(x, p["norm"]) @ p["out"]
 
 
-def llama(size: str) -> Program:
+def llama(size: str, grad: bool = True) -> Program:
     i = _Init(2)
     b, t, d, heads, layers, vocab, hidden = ((2, 8, 32, 4, 2, 64, 64) if size == "small"
                                              else (4, 128, 256, 8, 4, 1024, 688))
@@ -139,6 +147,8 @@ def llama(size: str) -> Program:
                     "w_down": stack(hidden, d)},
          "norm": np.ones(d, np.float32), "out": i.normal(d, vocab)}
     tokens = i.ints(vocab, b, t)
+    if not grad:  # inference: the logits
+        return (lambda p, tokens: llama_logits(p, tokens, heads)), (p, tokens)
 
     def loss(p: Any, tokens: Any, targets: Any) -> Any:
         return _xent(llama_logits(p, tokens, heads), targets)
@@ -332,6 +342,8 @@ PROGRAMS: dict[str, Callable[[str], Program]] = {
     "vit grad": vit, "llama scan grad": llama, "lstm grad": lstm, "gnn segment_sum grad": gnn,
     "moe top-2 grad": moe, "dp-sgd per-example grads": per_example,
     "ssm associative_scan grad": ssm, "unet grad": unet, "resnet bn grad": resnet,
+    "vit logits": lambda size: vit(size, grad=False),
+    "llama scan logits": lambda size: llama(size, grad=False),
 }
 
 
