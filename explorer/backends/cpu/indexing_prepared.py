@@ -90,23 +90,19 @@ def _loops() -> dict[Any, Any]:
                     for j in range(run):
                         outf[p + uint64(j)] = xf[o + uint64(j)]
 
+    start = scatter_parallel.row_start()
+
     def scatter_rows(combine):  # noqa: ANN001, ANN202
         @cached_njit(error_model="numpy")
         def fn(outf, idx, imap, strides, upper, batching, grid, run, clip, vals):  # noqa: ANN001, ANN202
             width = grid.shape[0] * run
             for b in range(idx.shape[0]):  # in order: later windows combine after earlier
-                base, fits = 0, True
-                for m in range(batching.shape[0]):
-                    base += (b // batching[m, 1]) % batching[m, 2] * strides[batching[m, 0]]
-                for k in range(imap.shape[0]):
-                    d = imap[k]
-                    s = np.int64(idx[b, k])
-                    if clip:
-                        s = 0 if s < 0 else (upper[d] if s > upper[d] else s)
-                    if s < 0 or s > upper[d]:
-                        fits = False
-                    base += s * strides[d]
-                if not fits:
+                base = start(idx, b, imap, strides, upper, batching, clip)
+                if base < 0:  # the window does not fit whole: dropped
+                    continue
+                if width == 1:
+                    o = uint64(base + grid[0])
+                    outf[o] = combine(outf[o], vals[uint64(b)])
                     continue
                 q = uint64(b * width)
                 for g in range(grid.shape[0]):

@@ -4,14 +4,14 @@ loop, the accumulation strategy chosen per call by the statistics of the indices
 indexing_prepared.py lays a scatter out when the program is made (each index row's window:
 its flat start from the row's indices, a grid of row offsets, a contiguous run). A scatter
 with enough updates (PARALLEL_MIN elements, on more than one numba thread) then runs here,
-in three steps, each a numba loop:
+in two steps, each a numba loop:
 
 1. `starts`: every index row's flat start, or -1 where the window does not fit whole (JAX's
    modes exactly as the serial loop: "clip" clips the start first, the others drop the
-   window), in parallel over the rows;
-2. `statistics`: whether the starts are sorted with none dropped, and how many update
-   elements land in each of 16 bins per thread of the output, for
-3. one of the strategies (STRATEGIES), the cheapest by a cost model of the statistics:
+   window), in parallel over the rows; and in the same pass the index statistics: whether
+   the starts are sorted with none dropped, and how many update elements start in each of
+   16 bins per thread of the output;
+2. one of the strategies (STRATEGIES), the cheapest by a cost model of the statistics:
    - "owner": owner-computes: the output cut into one range per thread at the quantiles of
      where the updates land (the bins), each thread walking every index row in order and
      combining the part of its window inside its own range. Each output element sees its
@@ -29,9 +29,8 @@ in three steps, each a numba loop:
      are exact but a max of +0.0 against -0.0 may keep the other zero). Not for the plain
      scatter (the later write must win), nor for bool or complex elements.
 
-The serial loop (indexing_prepared.py) keeps small scatters, a single thread, and shapes
-whose sizes overflow nothing here. `Strategy.last` records the strategy the latest call
-took (bench/scatter.py prints it).
+The serial loop (indexing_prepared.py) keeps small scatters and single-thread runs.
+`Strategy.last` records the strategy the latest call took (bench/scatter.py prints it).
 """
 
 from __future__ import annotations
@@ -51,53 +50,97 @@ STRATEGIES = ("owner", "sorted", "privatized")
 
 
 @functools.cache
+def row_start() -> Any:
+    """The numba inline start(idx, b, imap, strides, upper, batching, clip)."""
+    from numba import njit
+
+    @njit(inline="always", error_model="numpy")
+    def start(idx, b, imap, strides, upper, batching, clip):  # noqa: ANN001, ANN202
+        """Index row b's window's flat start in the output, or -1 where the window does not
+        fit whole (JAX's scatter modes: "clip" clips the start first, the others drop the
+        window); a numba inline, the serial loop's and the parallel ones'."""
+        if imap.shape[0] == 1 and batching.shape[0] == 0:  # one index: no loop
+            d = imap[0]
+            s, hi = np.int64(idx[b, 0]), upper[d]
+            if clip:
+                s = min(max(s, 0), hi)
+            return s * strides[d] if s >= 0 and s <= hi else -1
+        base, fits = 0, True
+        for m in range(batching.shape[0]):
+            base += (b // batching[m, 1]) % batching[m, 2] * strides[batching[m, 0]]
+        for k in range(imap.shape[0]):
+            d = imap[k]
+            s = np.int64(idx[b, k])
+            if clip:
+                s = 0 if s < 0 else (upper[d] if s > upper[d] else s)
+            if s < 0 or s > upper[d]:
+                fits = False
+            base += s * strides[d]
+        return base if fits else -1
+
+    return start
+
+
+@functools.cache
 def _loops() -> dict[Any, Any]:
-    from numba import prange, uint64
+    from numba import njit, prange, uint64
+
+    start = row_start()
+
+    @njit(inline="always", error_model="numpy")
+    def first_at(idx, imap, strides, upper, batching, clip, key):  # noqa: ANN001, ANN202
+        """The first row whose start is at least `key` (the starts sorted, none dropped)."""
+        lo, hi = 0, idx.shape[0]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if start(idx, mid, imap, strides, upper, batching, clip) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     @cached_njit(parallel=True, error_model="numpy")
-    def starts(idx, imap, strides, upper, batching, clip, out):  # noqa: ANN001, ANN202
-        for b in prange(idx.shape[0]):  # the serial scatter loop's bounds, row by row
-            base, fits = 0, True
-            for m in range(batching.shape[0]):
-                base += (b // batching[m, 1]) % batching[m, 2] * strides[batching[m, 0]]
-            for k in range(imap.shape[0]):
-                d = imap[k]
-                s = np.int64(idx[b, k])
-                if clip:
-                    s = 0 if s < 0 else (upper[d] if s > upper[d] else s)
-                if s < 0 or s > upper[d]:
-                    fits = False
-                base += s * strides[d]
-            out[b] = base if fits else -1
-
-    @cached_njit(error_model="numpy")
-    def statistics(bases, width, size, counts):  # noqa: ANN001, ANN202
-        ordered, last = True, np.int64(0)
-        span = (size + counts.shape[0] - 1) // counts.shape[0]
-        for b in range(bases.shape[0]):
-            s = bases[b]
-            if s < 0:
-                ordered = False
-                continue
-            if s < last:
-                ordered = False
-            last = s
-            counts[s // span] += width
-        return ordered
+    def statistics(idx, imap, strides, upper, batching, clip, width, size, counts):  # noqa: ANN001, ANN202
+        """Into counts[t], the update elements of thread t's share of the rows by the bin of
+        the output they start in; whether the starts are sorted with none dropped."""
+        rows, parts = idx.shape[0], counts.shape[0]
+        shift = np.int64(0)  # bins of 2**shift elements (a shift, not a slow division)
+        while (size - 1) >> shift >= counts.shape[1]:
+            shift += 1
+        ordered = np.ones(parts, np.bool_)
+        for t in prange(parts):  # (each thread's flags and counts written apart: no line
+            last, mine = np.int64(0), True  # shared between threads in the loop)
+            b0 = t * rows // parts
+            if b0 > 0:
+                last = start(idx, b0 - 1, imap, strides, upper, batching, clip)
+            for b in range(b0, (t + 1) * rows // parts):
+                s = start(idx, b, imap, strides, upper, batching, clip)
+                if s < last:  # a dropped row (-1) too
+                    mine = False
+                if s >= 0:
+                    last = s
+                    counts[t, s >> shift] += width
+            ordered[t] = mine
+        return ordered.all()
 
     def owner(combine):  # noqa: ANN001, ANN202
         @cached_njit(parallel=True, error_model="numpy")
-        def fn(outf, bases, grid, run, vals, cuts, ordered):  # noqa: ANN001, ANN202
+        def fn(outf, idx, imap, strides, upper, batching, clip, grid, run, vals, cuts,  # noqa: ANN001, ANN202
+               ordered):
             extent, width = grid[grid.shape[0] - 1] + run, grid.shape[0] * run
             for t in prange(cuts.shape[0] - 1):
                 lo, hi = cuts[t], cuts[t + 1]
-                first, end = 0, bases.shape[0]
+                first, end = 0, idx.shape[0]
                 if ordered:  # the rows whose windows can reach [lo, hi)
-                    first = np.searchsorted(bases, lo - extent + 1)
-                    end = np.searchsorted(bases, hi)
+                    first = first_at(idx, imap, strides, upper, batching, clip, lo - extent + 1)
+                    end = first_at(idx, imap, strides, upper, batching, clip, hi)
                 for b in range(first, end):
-                    base = bases[b]
+                    base = start(idx, b, imap, strides, upper, batching, clip)
                     if base < 0 or base >= hi or base + extent <= lo:
+                        continue
+                    if width == 1:  # one element per row (a 1-D segment_sum)
+                        o = uint64(base + grid[0])
+                        outf[o] = combine(outf[o], vals[uint64(b)])
                         continue
                     q = uint64(b * width)
                     for g in range(grid.shape[0]):
@@ -114,15 +157,21 @@ def _loops() -> dict[Any, Any]:
 
     def privatized(combine):  # noqa: ANN001, ANN202
         @cached_njit(parallel=True, error_model="numpy")
-        def fn(outf, bases, grid, run, vals, parts, identity):  # noqa: ANN001, ANN202
-            n, rows, width = outf.shape[0], bases.shape[0], grid.shape[0] * run
-            own = np.empty((parts, n), outf.dtype)
+        def fn(outf, idx, imap, strides, upper, batching, clip, grid, run, vals, parts,  # noqa: ANN001, ANN202
+               identity):
+            n, rows, width = outf.shape[0], idx.shape[0], grid.shape[0] * run
+            line = 64 // outf.itemsize  # each copy on cache lines of its own
+            own = np.empty((parts, (n + line - 1) // line * line), outf.dtype)
             for t in prange(parts):
-                mine = own[t]
+                mine = own[t, :n]
                 mine[:] = identity
                 for b in range(t * rows // parts, (t + 1) * rows // parts):
-                    base = bases[b]
+                    base = start(idx, b, imap, strides, upper, batching, clip)
                     if base < 0:
+                        continue
+                    if width == 1:
+                        o = uint64(base + grid[0])
+                        mine[o] = combine(mine[o], vals[uint64(b)])
                         continue
                     q = uint64(b * width)
                     for g in range(grid.shape[0]):
@@ -138,7 +187,7 @@ def _loops() -> dict[Any, Any]:
         return fn
 
     made = combines()
-    return {"starts": starts, "statistics": statistics,
+    return {"statistics": statistics,
             **{("owner", k): owner(f) for k, f in made.items()},
             **{("privatized", k): privatized(f) for k, f in made.items() if k != "put"}}
 
@@ -188,10 +237,14 @@ class Strategy:
         thread; cuts: the owner ranges' flat bounds (parts + 1 of them)."""
         total = int(counts.sum())
         cum = np.cumsum(counts)
-        span = -(-self.size // len(counts))
+        span = 1 << max(0, (self.size - 1) // len(counts)).bit_length()  # as `starts` bins
         # cut at the bins where the running count passes each thread's share
         edges = np.searchsorted(cum, (np.arange(1, parts) * total) / parts, side="left") + 1
         cuts = np.concatenate([[0], np.minimum(edges * span, self.size), [self.size]])
+        # on cache-line bounds, so that no two threads write one line
+        line = max(1, 64 // self.dtype.itemsize)
+        cuts = np.minimum((cuts + line // 2) // line * line, self.size)
+        cuts[-1] = self.size
         cuts = np.maximum.accumulate(cuts).astype(np.int64)
         before = [int(cum[b - 1]) if b > 0 else 0 for b in -(-cuts // span)]
         heaviest = int(np.diff(before).max())
@@ -209,18 +262,17 @@ class Strategy:
                  vals: np.ndarray) -> None:
         loops = _loops()
         imap, strides, upper, batching, grid, run = laid
-        bases = np.empty(idx.shape[0], np.int64)
-        loops["starts"](idx, imap, strides, upper, batching, clip, bases)
         parts = threads()
-        counts = np.zeros(BINS_PER_THREAD * parts, np.int64)
-        ordered = loops["statistics"](bases, np.int64(self.width), np.int64(self.size), counts)
-        self.last, cuts = self.pick(bool(ordered), counts, parts)
-        ordered = ordered and self.last == "sorted"
+        counts = np.zeros((parts, BINS_PER_THREAD * parts), np.int64)
+        rows = (idx, imap, strides, upper, batching, clip)
+        ordered = loops["statistics"](*rows, np.int64(self.width), np.int64(self.size), counts)
+        self.last, cuts = self.pick(bool(ordered), counts.sum(0), parts)
         if self.last == "privatized":
-            loops[("privatized", self.combine)](outf, bases, grid, run, vals, parts,
+            loops[("privatized", self.combine)](outf, *rows, grid, run, vals, parts,
                                                identity(self.combine, self.dtype))
         else:
-            loops[("owner", self.combine)](outf, bases, grid, run, vals, cuts, ordered)
+            loops[("owner", self.combine)](outf, *rows, grid, run, vals, cuts,
+                                           self.last == "sorted")
 
 
 def plan(combine: str, dtype: np.dtype, rows: int, width: int, size: int) -> Strategy | None:
