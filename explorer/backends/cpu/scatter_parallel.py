@@ -199,8 +199,10 @@ def identity(combine: str, dtype: np.dtype) -> Any:
         return dtype.type(-0.0) if dtype.kind == "f" else dtype.type(0)
     if combine == "multiply":
         return dtype.type(1)
-    big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
-    return dtype.type(big if combine == "minimum" else -big)
+    if dtype.kind == "f":
+        return dtype.type(np.inf if combine == "minimum" else -np.inf)
+    info = np.iinfo(dtype)
+    return dtype.type(info.max if combine == "minimum" else info.min)
 
 
 def threads() -> int:
@@ -251,7 +253,9 @@ class Strategy:
         scan = self.rows // parts if ordered else self.rows
         costs = {"sorted" if ordered else "owner": scan + heaviest}
         if self.can_privatize and parts * self.size <= 4 * max(total, 1):
-            costs["privatized"] = -(-total // parts) + 2 * self.size
+            # + filling its copy and its share of combining the copies: streaming, vectorized
+            # loops, about half the cost of an update element each
+            costs["privatized"] = -(-total // parts) + self.size
         if self.force == "privatized" and self.can_privatize:
             return "privatized", cuts
         if self.force is not None:  # sorted only where the starts are
