@@ -67,25 +67,27 @@ def combines() -> dict[str, Any]:
 
 @functools.cache
 def _kernels() -> dict[str, Any]:
-    from numba import njit, prange
+    from numba import njit, prange, uint64
 
+    # offsets as unsigned (every window lies inside): numba then wraps no index, whose
+    # test on a signed one kept the copies from vectorizing (a 32768x64 row gather: 1.2 ms
+    # against 0.23)
     def take_loop(xf, base, grid, run, out):  # noqa: ANN001, ANN202
         for b in prange(base.shape[0]):
             for w in range(grid.shape[0]):
-                o = base[b] + grid[w]
-                p = w * run
+                o, p = uint64(base[b] + grid[w]), uint64(w * run)
                 for j in range(run):
-                    out[b, p + j] = xf[o + j]
+                    out[b, p + uint64(j)] = xf[o + uint64(j)]
 
     def put_loop(combine):  # noqa: ANN001, ANN202
         @njit(cache=True, error_model="numpy")
         def fn(outf, base, grid, run, vals):  # noqa: ANN001, ANN202
             for b in range(base.shape[0]):
                 for w in range(grid.shape[0]):
-                    o = base[b] + grid[w]
-                    p = w * run
+                    o, p = uint64(base[b] + grid[w]), uint64(w * run)
                     for j in range(run):
-                        outf[o + j] = combine(outf[o + j], vals[b, p + j])
+                        u = uint64(j)
+                        outf[o + u] = combine(outf[o + u], vals[b, p + u])
         return fn
 
     return {"take": cached_njit()(take_loop),

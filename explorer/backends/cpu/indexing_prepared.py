@@ -30,6 +30,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.graph import Attrs, TensorType
 from ...ir.ops.indexing import default_fill
+from . import scatter_parallel
 from .indexing import PARALLEL_MIN, combines, window_grid
 from .numba_cache import cached_njit
 from .numba_dialect import numba_takes
@@ -40,9 +41,30 @@ SCATTERS = {"scatter": "put", "scatter-add": "add", "scatter-mul": "multiply",
 
 @functools.cache
 def _loops() -> dict[Any, Any]:
-    from numba import prange
+    from numba import prange, uint64
 
-    def gather_rows(xf, idx, imap, strides, upper, batching, grid, run, fill_mode, fill, out):  # noqa: ANN001, ANN202
+    def gather_rows(xf, idx, imap, strides, upper, batching, grid, run, fill_mode, fill, outf):  # noqa: ANN001, ANN202
+        width = grid.shape[0] * run
+        if imap.shape[0] == 1 and batching.shape[0] == 0 and grid.shape[0] == 1:
+            # one index per row, one contiguous run per window (x[i], an embedding lookup,
+            # jnp.take): the tight loop, the start clamped without a branch
+            d = imap[0]
+            hi, step, g0 = upper[d], strides[d], grid[0]
+            for b in prange(idx.shape[0]):
+                s = np.int64(idx[b, 0])
+                inside = s >= 0 and s <= hi
+                o = uint64(min(max(s, 0), hi) * step + g0)
+                q = uint64(b * run)
+                if run == 1:
+                    v = xf[o]
+                    outf[q] = fill if fill_mode and not inside else v
+                elif fill_mode and not inside:
+                    for j in range(run):
+                        outf[q + uint64(j)] = fill
+                else:
+                    for j in range(run):
+                        outf[q + uint64(j)] = xf[o + uint64(j)]
+            return
         for b in prange(idx.shape[0]):
             base, inside = 0, True
             for m in range(batching.shape[0]):  # (operand dim, divisor, size) per batching pair
@@ -54,36 +76,40 @@ def _loops() -> dict[Any, Any]:
                     inside = False
                     s = 0 if s < 0 else upper[d]
                 base += s * strides[d]
+            # offsets in bounds from here: unsigned, so that numba wraps no index (the
+            # wrap-around test on a signed index kept the copies from vectorizing: 5x slower)
+            q = uint64(b * width)
             if fill_mode and not inside:
-                for w in range(out.shape[1]):
-                    out[b, w] = fill
+                for w in range(width):
+                    outf[q + uint64(w)] = fill
+            elif width == 1:
+                outf[q] = xf[uint64(base + grid[0])]
             else:
                 for g in range(grid.shape[0]):
-                    o, p = base + grid[g], g * run
+                    o, p = uint64(base + grid[g]), q + uint64(g * run)
                     for j in range(run):
-                        out[b, p + j] = xf[o + j]
+                        outf[p + uint64(j)] = xf[o + uint64(j)]
+
+    start = scatter_parallel.row_start()
 
     def scatter_rows(combine):  # noqa: ANN001, ANN202
         @cached_njit(error_model="numpy")
         def fn(outf, idx, imap, strides, upper, batching, grid, run, clip, vals):  # noqa: ANN001, ANN202
+            width = grid.shape[0] * run
             for b in range(idx.shape[0]):  # in order: later windows combine after earlier
-                base, fits = 0, True
-                for m in range(batching.shape[0]):
-                    base += (b // batching[m, 1]) % batching[m, 2] * strides[batching[m, 0]]
-                for k in range(imap.shape[0]):
-                    d = imap[k]
-                    s = np.int64(idx[b, k])
-                    if clip:
-                        s = 0 if s < 0 else (upper[d] if s > upper[d] else s)
-                    if s < 0 or s > upper[d]:
-                        fits = False
-                    base += s * strides[d]
-                if not fits:
+                base = start(idx, b, imap, strides, upper, batching, clip)
+                if base < 0:  # the window does not fit whole: dropped
                     continue
+                if width == 1:
+                    o = uint64(base + grid[0])
+                    outf[o] = combine(outf[o], vals[uint64(b)])
+                    continue
+                q = uint64(b * width)
                 for g in range(grid.shape[0]):
-                    o, p = base + grid[g], g * run
+                    o, p = uint64(base + grid[g]), q + uint64(g * run)
                     for j in range(run):
-                        outf[o + j] = combine(outf[o + j], vals[b, p + j])
+                        u = uint64(j)
+                        outf[o + u] = combine(outf[o + u], vals[p + u])
         return fn
 
     return {("gather", False): cached_njit(error_model="numpy")(gather_rows),
@@ -142,7 +168,7 @@ def prepare_gather(x: TensorType, idx: TensorType, a: Attrs) -> Callable[..., np
     def gather(xv: np.ndarray, iv: np.ndarray) -> np.ndarray:
         out = np.empty((rows, width), np_dtype)
         loop(np.ascontiguousarray(xv).reshape(-1), np.ascontiguousarray(iv).reshape(rows, k),
-             *laid, fill_mode, fill, out)
+             *laid, fill_mode, fill, out.reshape(-1))
         res = out.reshape(kept)
         return res if transpose is None else res.transpose(transpose)
 
@@ -171,15 +197,23 @@ def prepare_scatter(op: str, x: TensorType, idx: TensorType, upd: TensorType,
     k, width = idx.shape[-1], math.prod(sizes)
     np_dtype = dtypes.to_numpy(x.dtype)
     clip = a.get("mode", "fill") == "clip"
+    parallel = scatter_parallel.plan(SCATTERS[op], np_dtype, rows, width, math.prod(x.shape))
     loop = _loops()[SCATTERS[op]]
 
     def scatter(xv: np.ndarray, iv: np.ndarray, uv: np.ndarray) -> np.ndarray:
         out = np.array(xv, copy=True, order="C")
         vals = uv if transpose is None else uv.transpose(transpose)
-        loop(out.reshape(-1), np.ascontiguousarray(iv).reshape(rows, k), *laid, clip,
-             np.ascontiguousarray(vals, np_dtype).reshape(rows, width))
+        args = (np.ascontiguousarray(iv).reshape(rows, k), laid, clip,
+                np.ascontiguousarray(vals, np_dtype).reshape(-1))
+        if parallel is not None and scatter_parallel.threads() > 1:
+            parallel(out.reshape(-1), *args)
+        else:
+            loop(out.reshape(-1), args[0], *laid, clip, args[3])
         return out
 
+    scatter.method = (parallel.method() if parallel is not None  # type: ignore[attr-defined]
+                      else f"serial loop ({rows * width} update elements)")
+    scatter.strategy = parallel  # type: ignore[attr-defined]
     return scatter
 
 
