@@ -6,7 +6,9 @@ A kernel body (explorer/passes/fuse.py) computes, for every point of an iteratio
 one of those values over some axes, and then runs more elementwise ops on the reduced values
 (the epilogue, at the result's shape). Each body parameter is read at a point through an
 `Access`: which iteration dimension indexes each of its dimensions (None: a size-1 or
-broadcast dimension, read at 0). A body that does not have this form (a kernel imported from
+broadcast dimension, read at 0), optionally through a static slice (dimension k read at
+`start + stride * i`) or a pad (read at `(i - low) / (interior + 1)` where that is an exact
+index inside the parameter, else the padding value, a scalar constant of the body). A body that does not have this form (a kernel imported from
 XLA, say) raises `PlanError`, and backends then run it on the reference interpreter.
 """
 
@@ -29,6 +31,12 @@ class PlanError(ValueError):
 class Access:
     param: int  # the body parameter's position
     index: tuple[int | None, ...]  # per parameter dimension: the iteration dimension, or None
+    # a slice of the parameter read in place: per dimension (start, limit, stride)
+    window: tuple[tuple[int, int, int], ...] | None = None
+    # a pad of the parameter read in place: per dimension (low, high, interior), both >= 0,
+    # and the body's scalar constant padding value (`fill`, its node id)
+    pad: tuple[tuple[int, int, int], ...] | None = None
+    fill: int | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,36 @@ def access(param: TensorType, shape: tuple[int, ...], dims: tuple[int, ...] | No
     return Access(position, tuple(index))
 
 
+READS = ("slice", "pad")  # ops a kernel reads its parameters through in place (read_access)
+
+
+def readable(body: Graph, n: Node) -> bool:
+    """Whether `n` is a slice or pad that a kernel reads in place: a slice (strides >= 1) of
+    a parameter, or a pad (no negative low or high) of a parameter with a scalar constant
+    padding value."""
+    if n.op == "slice":
+        return body[n.inputs[0]].op == "parameter" \
+            and all(s >= 1 for s in (n.attrs.get("strides") or (1,) * n.type.rank))  # type: ignore[union-attr]
+    if n.op == "pad":
+        return body[n.inputs[0]].op == "parameter" and body[n.inputs[1]].op == "constant" \
+            and all(lo >= 0 and hi >= 0 and i >= 0 for lo, hi, i in n.attrs["padding_config"])
+    return False
+
+
+def read_access(plan: KernelPlan, node: Node, shape: tuple[int, ...]) -> Access:
+    """The access for a slice or pad of a parameter (readable), read at a point of `shape`."""
+    body = plan.body
+    src = body[node.inputs[0]]
+    a = access(node.type, shape, position=body.params.index(src.id))  # type: ignore[arg-type]
+    if node.op == "slice":
+        rank = len(src.shape)
+        window = tuple(zip(node.attrs["start_indices"], node.attrs["limit_indices"],
+                           node.attrs.get("strides") or (1,) * rank))
+        return Access(a.param, a.index, window=tuple(tuple(int(v) for v in w) for w in window))
+    cfg = tuple(tuple(int(v) for v in c) for c in node.attrs["padding_config"])
+    return Access(a.param, a.index, pad=cfg, fill=node.inputs[1])  # type: ignore[arg-type]
+
+
 def plan_kernel(body: Graph) -> KernelPlan:
     if len(body.outputs) != 1 or not isinstance(body[body.outputs[0]].type, TensorType):
         raise PlanError("a kernel with several results")
@@ -75,7 +113,7 @@ def plan_kernel(body: Graph) -> KernelPlan:
         raise PlanError("a kernel with more than one reduction")
     for n in body.nodes:
         ok = OPS[n.op].fuse != FusionRole.NONE or n.op == "parameter" \
-            or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
+            or (n.op == "constant" and n.type.rank == 0) or readable(body, n)  # type: ignore[union-attr]
         if not ok:
             raise PlanError(f"{n.op} cannot be part of a generated kernel")
     reduce = reduces[0] if reduces else None

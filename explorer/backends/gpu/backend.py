@@ -33,7 +33,7 @@ from ...ir.graph import Graph, Node, TupleType
 from ...ir.ops import OPS
 from ...options import CompileOptions
 from .. import reference
-from ..codegen.kernel_plan import Access, PlanError, RowPlan, plan_any
+from ..codegen.kernel_plan import Access, PlanError, RowPlan, plan_any, readable
 from ..executable import Executable
 from ..interpreter import Interpreter
 from ..numpy_temporaries import workspace_bytes
@@ -59,8 +59,19 @@ def sync() -> None:
     _cp().cuda.get_current_stream().synchronize()
 
 
-def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
-    """Input `x` as a broadcast view of `shape` that reads it through access `a`."""
+def view(x: Any, a: Access, shape: tuple[int, ...], body: Graph | None = None) -> Any:
+    """Input `x` as a broadcast view of `shape` that reads it through access `a` (a slice:
+    a strided view; a pad: the padded array, made on the device; its padding value is a
+    constant of the kernel's `body`)."""
+    if a.window is not None:
+        x = x[tuple(slice(s, lim, st) for s, lim, st in a.window)]
+    if a.pad is not None:
+        assert body is not None and a.fill is not None
+        grown = [d + max(d - 1, 0) * i + lo + hi for d, (lo, hi, i) in zip(x.shape, a.pad)]
+        out = _cp().full(grown, body[a.fill].attrs["value"].array.item(), dtype=x.dtype)
+        out[tuple(slice(lo, lo + (d - 1) * (i + 1) + 1 if d else lo, i + 1)
+                  for d, (lo, _, i) in zip(x.shape, a.pad))] = x
+        x = out
     target = [1] * len(shape)
     for dim, loop_dim in zip(x.shape, a.index):
         if loop_dim is not None:
@@ -133,7 +144,7 @@ class GpuKernel:
             if isinstance(code, GpuRowCode) or code.then is None:
                 return out
             return self._then(code.then, vals, out)
-        args = [view(vals[a.param], a, code.shape) for a in code.accesses]
+        args = [view(vals[a.param], a, code.shape, self.body) for a in code.accesses]
         if code.kind == "elementwise":
             out = cp.empty(code.shape, self.out_dtype)
             self.compiled[0](*args, out)
@@ -145,7 +156,7 @@ class GpuKernel:
 
     def _then(self, then: GpuKernelCode, vals: Sequence[Any], reduced: Any) -> Any:
         """An epilogue that reads inputs: the second, elementwise kernel."""
-        more = [view(vals[a.param], a, then.shape) for a in then.accesses]
+        more = [view(vals[a.param], a, then.shape, self.body) for a in then.accesses]
         out = _cp().empty(then.shape, self.out_dtype)
         self.compiled[1](reduced, *more, out)
         return out
@@ -185,8 +196,8 @@ def kernel_code(body: Graph, name: str) -> GpuKernelCode | GpuGridCode | GpuRowC
     plan = plan_any(body)
     if isinstance(plan, RowPlan):
         return generate_rows(plan, name)
-    if is_grid(plan):
-        return generate_grid(plan, name)
+    if is_grid(plan) and not any(readable(body, n) for n in body.nodes):
+        return generate_grid(plan, name)  # (its raw reads take no slice or pad: CuPy's views)
     return generate(plan, name)
 
 
