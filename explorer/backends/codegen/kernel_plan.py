@@ -8,8 +8,9 @@ one of those values over some axes, and then runs more elementwise ops on the re
 `Access`: which iteration dimension indexes each of its dimensions (None: a size-1 or
 broadcast dimension, read at 0), optionally through a static slice (dimension k read at
 `start + stride * i`) or a pad (read at `(i - low) / (interior + 1)` where that is an exact
-index inside the parameter, else the padding value, a scalar constant of the body). A body that does not have this form (a kernel imported from
-XLA, say) raises `PlanError`, and backends then run it on the reference interpreter.
+index inside the parameter, else the padding value, a scalar constant of the body). A body
+that does not have this form (a kernel imported from XLA, say) raises `PlanError`, and
+backends then run it on the reference interpreter.
 """
 
 from __future__ import annotations
