@@ -33,7 +33,7 @@ from ...ir.graph import Graph, Node, TupleType
 from ...ir.ops import OPS
 from ...options import CompileOptions
 from .. import reference
-from ..codegen.kernel_plan import Access, PlanError, RowPlan, plan_any, readable
+from ..codegen.kernel_plan import Access, PlanError, RowPlan, plan_any
 from ..executable import Executable
 from ..interpreter import Interpreter
 from ..numpy_temporaries import workspace_bytes
@@ -196,8 +196,8 @@ def kernel_code(body: Graph, name: str) -> GpuKernelCode | GpuGridCode | GpuRowC
     plan = plan_any(body)
     if isinstance(plan, RowPlan):
         return generate_rows(plan, name)
-    if is_grid(plan) and not any(readable(body, n) for n in body.nodes):
-        return generate_grid(plan, name)  # (its raw reads take no slice or pad: CuPy's views)
+    if is_grid(plan):
+        return generate_grid(plan, name)
     return generate(plan, name)
 
 
