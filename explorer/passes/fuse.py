@@ -19,10 +19,14 @@ A group of one op (and its copied constants) is a kernel only when large (LONE_M
 elements): a small one is left to the op's NumPy form.
 Scalar constants are copied into the kernels that read them, and so is a broadcast that other
 values also read (XLA duplicates such cheap producers): the kernel then reads the broadcast's
-small input, not the large broadcast value. Split loops and control-flow
-regions are fused inside their bodies (passes/bodies.py). A kernel's `kind` is "loop"
-(elementwise only), "input" (with a reduction) or "output" (a dot and its epilogue), XLA's
-names.
+small input, not the large broadcast value. A static slice (strides >= 1) or a pad (a scalar
+constant padding value; negative low or high padding crops) of a value from outside joins the same way, as a
+leaf the kernel reads its input through in place (a strided index; an exact index or the
+padding value), as XLA fuses them into their consumers' loops: lax.associative_scan's tree of
+strided slices and interleaving pads (and its gradient, the transposed tree) is then one pass
+over memory a level, not one a slice. Split loops and control-flow regions are fused inside
+their bodies (passes/bodies.py). A kernel's `kind` is "loop" (elementwise only), "input"
+(with a reduction) or "output" (a dot and its epilogue), XLA's names.
 
 Every value a kernel reads from outside gets a `missed` remark saying why its producer stayed
 out (passes/fuse_remarks.py): the decision that refused it as the group grew.
@@ -69,13 +73,13 @@ def _scalar_constant(n: Node) -> bool:
 
 
 def _read_in_place(g: Graph, n: Node) -> bool:
-    """A slice (strides >= 1) or a pad (low and high >= 0, a scalar constant padding value)
-    that a kernel reads its input through, in place (codegen/kernel_plan.readable): as XLA
+    """A slice (strides >= 1) or a pad (a scalar constant padding value; a negative low or
+    high crops) that a kernel reads its input through, in place (codegen/kernel_plan.readable): as XLA
     fuses them into their consumers' loops, no pass over memory of their own."""
     if n.op == "slice":
         return all(s >= 1 for s in (n.attrs.get("strides") or (1,) * n.type.rank))  # type: ignore[union-attr]
     return n.op == "pad" and _scalar_constant(g[n.inputs[1]]) \
-        and all(lo >= 0 and hi >= 0 and i >= 0 for lo, hi, i in n.attrs["padding_config"])
+        and all(i >= 0 for _, _, i in n.attrs["padding_config"])
 
 
 class _Group:
@@ -205,6 +209,11 @@ def _grow(g: Graph, root: Node, taken: set[int], pinned: set[int]) -> _Group:
             return None
         if _loopy(p) or _reduction(p) or _read_in_place(g, p):
             return _misfit(g, m, p, f"the kernel's iteration space {list(want)}")
+        if p.op in ("slice", "pad"):
+            return Refusal("not-read-in-place", m.id, lambda: (
+                f"{value(g, p.id)} is a {p.op} no kernel reads in place (a pad's padding value "
+                f"computed at run time, or a slice's stride below 1): %{m.id} reads its result "
+                f"from memory"))
         return op_refusal(g, p, m)
 
     _walk(g, group, taken, pinned, refuse)

@@ -115,8 +115,12 @@ def _interleave(x: Any, y: Any) -> Any:
     (lambda x: jnp.sum(x[1:, ::3] * 2.0, 0), [(5, 10)], 1, {}),  # ... before a reduction
     (_interleave, [(3, 4), (3, 4)], 1, {}),
     (lambda x, y: jax.lax.pad(x, -0.0, [(1, 2, 2), (0, 0, 0)]) * y, [(3, 4), (10, 4)], 1, {}),
-    (lambda x, y: jax.lax.pad(x, 0.0, [(-1, 0, 0), (0, 0, 0)]) * y, [(3, 4), (2, 4)], 0,
-     {"pad": 1}),  # a pad that crops stays an op of its own (the mul alone is too small)
+    (lambda x, y: jax.lax.pad(x, 0.0, [(-1, 0, 0), (0, 0, 0)]) * y, [(3, 4), (2, 4)], 1,
+     {"pad": 0}),  # a pad that crops: a slice
+    (lambda x, y: jax.lax.pad(x, 1.5, [(-2, 3, 2), (2, -1, 0)]) * y, [(4, 5), (11, 6)], 1,
+     {"pad": 0}),  # cropping and padding, interior padding too
+    (lambda x, v, y: jax.lax.pad(x, v, [(1, 0, 1), (0, 0, 0)]) * y, [(3, 4), (), (6, 4)], 0,
+     {"pad": 1}),  # a padding value computed at run time: the pad stays an op of its own
     (lambda x: jax.lax.associative_scan(jnp.add, x, axis=1), [(2, 8)], 9,
      {"slice": 3, "concatenate": 3, "pad": 0}),
     (lambda x, y: jax.lax.associative_scan(lambda a, b: (a[0] * b[0], b[0] * a[1] + b[1]),

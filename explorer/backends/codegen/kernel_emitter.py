@@ -61,7 +61,8 @@ def read(d: Dialect, a: Access, array: str, ivars: Sequence[str], shape: Sequenc
          fill: str) -> str:
     """Input `array` (of `shape`, the parameter's) read through access `a` at the point whose
     iteration variables are `ivars`: a slice's dimension at `start + stride * i`, a pad's at
-    `(i - low) / (interior + 1)` where that is an exact index inside the input, else `fill`
+    `(i - low) / (interior + 1)` where that is an exact index inside the input (a negative
+    low or high crops: a slice), else `fill`
     (a select, whose untaken branch is not evaluated: no read out of bounds)."""
     at = [ivars[k] if k is not None else "0" for k in a.index]
     if a.window is not None:
@@ -70,16 +71,15 @@ def read(d: Dialect, a: Access, array: str, ivars: Sequence[str], shape: Sequenc
         return d.index(array, at, shape)
     conds, index = [], []
     for k, (v, (lo, hi, interior)) in enumerate(zip(at, a.pad)):
-        if (lo, hi, interior) == (0, 0, 0):
-            index.append(v)
-            continue
-        step, off = interior + 1, v if lo == 0 else f"({v} - {lo})"
-        if lo:
+        # the index into the padded input before any crop (negative low or high padding)
+        step, off = interior + 1, v if lo == 0 else f"({v} - {lo})" if lo > 0 else f"({v} + {-lo})"
+        if lo > 0:
             conds.append(f"{v} >= {lo}")
         if step != 1:
             conds.append(f"{off} % {step} == 0")
             off = d.floordiv(off, str(step))
-        conds.append(f"{off} < {d.extent(array, k, shape[k])}")
+        if interior or hi > 0:  # (else every point of the result is inside the input)
+            conds.append(f"{off} < {d.extent(array, k, shape[k])}")
         index.append(off)
     if not conds:
         return d.index(array, index, shape)

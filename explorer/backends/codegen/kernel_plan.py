@@ -8,9 +8,9 @@ one of those values over some axes, and then runs more elementwise ops on the re
 `Access`: which iteration dimension indexes each of its dimensions (None: a size-1 or
 broadcast dimension, read at 0), optionally through a static slice (dimension k read at
 `start + stride * i`) or a pad (read at `(i - low) / (interior + 1)` where that is an exact
-index inside the parameter, else the padding value, a scalar constant of the body). A body
-that does not have this form (a kernel imported from XLA, say) raises `PlanError`, and
-backends then run it on the reference interpreter.
+index inside the parameter, a negative low or high cropping, else the padding value, a scalar
+constant of the body). A body that does not have this form (a kernel imported from XLA, say)
+raises `PlanError`, and backends then run it on the reference interpreter.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class Access:
     index: tuple[int | None, ...]  # per parameter dimension: the iteration dimension, or None
     # a slice of the parameter read in place: per dimension (start, limit, stride)
     window: tuple[tuple[int, int, int], ...] | None = None
-    # a pad of the parameter read in place: per dimension (low, high, interior), both >= 0,
-    # and the body's scalar constant padding value (`fill`, its node id)
+    # a pad of the parameter read in place: per dimension (low, high, interior; a negative
+    # low or high crops), and the body's scalar constant padding value (`fill`, its node id)
     pad: tuple[tuple[int, int, int], ...] | None = None
     fill: int | None = None
 
@@ -80,14 +80,14 @@ READS = ("slice", "pad")  # ops a kernel reads its parameters through in place (
 
 def readable(body: Graph, n: Node) -> bool:
     """Whether `n` is a slice or pad that a kernel reads in place: a slice (strides >= 1) of
-    a parameter, or a pad (no negative low or high) of a parameter with a scalar constant
-    padding value."""
+    a parameter, or a pad (low and high of any sign: a negative one crops) of a parameter
+    with a scalar constant padding value."""
     if n.op == "slice":
         return body[n.inputs[0]].op == "parameter" \
             and all(s >= 1 for s in (n.attrs.get("strides") or (1,) * n.type.rank))  # type: ignore[union-attr]
     if n.op == "pad":
         return body[n.inputs[0]].op == "parameter" and body[n.inputs[1]].op == "constant" \
-            and all(lo >= 0 and hi >= 0 and i >= 0 for lo, hi, i in n.attrs["padding_config"])
+            and all(i >= 0 for _, _, i in n.attrs["padding_config"])
     return False
 
 

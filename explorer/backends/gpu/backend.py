@@ -67,10 +67,11 @@ def view(x: Any, a: Access, shape: tuple[int, ...], body: Graph | None = None) -
         x = x[tuple(slice(s, lim, st) for s, lim, st in a.window)]
     if a.pad is not None:
         assert body is not None and a.fill is not None
-        grown = [d + max(d - 1, 0) * i + lo + hi for d, (lo, hi, i) in zip(x.shape, a.pad)]
+        grown = [d + max(d - 1, 0) * i + max(lo, 0) + max(hi, 0) for d, (lo, hi, i) in zip(x.shape, a.pad)]
         out = _cp().full(grown, body[a.fill].attrs["value"].array.item(), dtype=x.dtype)
-        out[tuple(slice(lo, lo + (d - 1) * (i + 1) + 1 if d else lo, i + 1)
+        out[tuple(slice(max(lo, 0), max(lo, 0) + (d - 1) * (i + 1) + 1 if d else max(lo, 0), i + 1)
                   for d, (lo, _, i) in zip(x.shape, a.pad))] = x
+        out = out[tuple(slice(-min(lo, 0), g + min(hi, 0)) for g, (lo, hi, _) in zip(grown, a.pad))]
         x = out
     target = [1] * len(shape)
     for dim, loop_dim in zip(x.shape, a.index):

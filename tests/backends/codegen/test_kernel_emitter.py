@@ -68,7 +68,7 @@ def _in_place_kernel(axis: int) -> tuple[Any, list[np.ndarray]]:
     y = rng.standard_normal((25, 40)).astype(np.float32)
     x[2, 3], x[4, 7], y[3, 9] = np.nan, -0.0, np.inf
     fn = lambda x, y: jax.numpy.sum(  # noqa: E731
-        jax.lax.pad(x, -0.0, [(1, 2, 1), (0, 0, 0)]) * y[1:-1:2, :], axis=axis)
+        jax.lax.pad(x, -0.0, [(1, 2, 1), (3, -3, 0)]) * y[1:-1:2, :], axis=axis)
     g = gx.explore(fn, x, y).final.graph
     (k,) = [n for n in g.nodes if n.op == "kernel"]
     body = k.attrs["body"]
@@ -107,6 +107,9 @@ def test_a_read_in_place_is_indexed_alike_in_both_dialects() -> None:
     assert read(CUDA, a, "in0", ["i0", "i1"], (3, 4), "0.0f") == (
         "(i1 >= 1 && (i1 - 1) % 2 == 0 && ((i1 - 1) / 2) < 4 ? "
         "in0[i0 * 4 + ((i1 - 1) / 2)] : 0.0f)")
+    crop = Access(0, (0, 1), pad=((-2, 0, 0), (2, -1, 0)), fill=9)  # no select: a slice
+    assert read(NUMBA, crop, "in0", ["i0", "i1"], (5, 4), "v9") == (
+        "(in0[(i0 + 2), (i1 - 2)] if i1 >= 2 else v9)")
     s = Access(0, (None, 1), window=((2, 3, 1), (1, 9, 3)))
     assert read(NUMBA, s, "in0", ["i0", "i1"], (3, 9), "") == "in0[2, (1 + i1 * 3)]"
     assert read(CUDA, s, "in0", ["i0", "i1"], (3, 9), "") == "in0[2 * 9 + (1 + i1 * 3)]"
