@@ -191,6 +191,8 @@ def _grow(g: Graph, root: Node, taken: set[int], pinned: set[int]) -> _Group:
     def refuse(m: Node, p: Node, how: str) -> Refusal | None:
         if m.op == "broadcast_in_dim":
             return _broadcast_input(g, m, p)
+        if m.op == "slice" and p.op == "pad" and _read_in_place(g, p) and how == "move":
+            return None  # a slice of a pad: read in place as one (the pad has no loop shape)
         if m.op in ("slice", "pad"):
             return _sliced_input(g, m, p)
         want = group.phase_shape(m)

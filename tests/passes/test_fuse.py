@@ -119,6 +119,10 @@ def _interleave(x: Any, y: Any) -> Any:
      {"pad": 0}),  # a pad that crops: a slice
     (lambda x, y: jax.lax.pad(x, 1.5, [(-2, 3, 2), (2, -1, 0)]) * y, [(4, 5), (11, 6)], 1,
      {"pad": 0}),  # cropping and padding, interior padding too
+    (lambda x, y: jax.lax.pad(x, 0.0, [(-1, 0, 0), (0, 0, 0)])[::2] + y, [(8, 4), (4, 4)], 1,
+     {"pad": 0, "slice": 0}),  # a slice of a pad (the scan's gradient): one read
+    (lambda x, y: jax.lax.pad(x, 2.0, [(2, 1, 1), (0, 0, 0)])[1:-1:3] * y, [(5, 3), (4, 3)], 1,
+     {"pad": 0, "slice": 0}),
     (lambda x, v, y: jax.lax.pad(x, v, [(1, 0, 1), (0, 0, 0)]) * y, [(3, 4), (), (6, 4)], 0,
      {"pad": 1}),  # a padding value computed at run time: the pad stays an op of its own
     (lambda x: jax.lax.associative_scan(jnp.add, x, axis=1), [(2, 8)], 9,

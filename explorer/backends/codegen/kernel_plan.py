@@ -32,7 +32,8 @@ class PlanError(ValueError):
 class Access:
     param: int  # the body parameter's position
     index: tuple[int | None, ...]  # per parameter dimension: the iteration dimension, or None
-    # a slice of the parameter read in place: per dimension (start, limit, stride)
+    # a slice of the parameter read in place: per dimension (start, limit, stride); with a
+    # pad as well, the slice of the padded parameter
     window: tuple[tuple[int, int, int], ...] | None = None
     # a pad of the parameter read in place: per dimension (low, high, interior; a negative
     # low or high crops), and the body's scalar constant padding value (`fill`, its node id)
@@ -80,10 +81,11 @@ READS = ("slice", "pad")  # ops a kernel reads its parameters through in place (
 
 def readable(body: Graph, n: Node) -> bool:
     """Whether `n` is a slice or pad that a kernel reads in place: a slice (strides >= 1) of
-    a parameter, or a pad (low and high of any sign: a negative one crops) of a parameter
-    with a scalar constant padding value."""
+    a parameter or of such a pad, or a pad (low and high of any sign: a negative one crops)
+    of a parameter with a scalar constant padding value."""
     if n.op == "slice":
-        return body[n.inputs[0]].op == "parameter" \
+        src = body[n.inputs[0]]
+        return (src.op == "parameter" or src.op == "pad" and readable(body, src)) \
             and all(s >= 1 for s in (n.attrs.get("strides") or (1,) * n.type.rank))  # type: ignore[union-attr]
     if n.op == "pad":
         return body[n.inputs[0]].op == "parameter" and body[n.inputs[1]].op == "constant" \
@@ -92,17 +94,29 @@ def readable(body: Graph, n: Node) -> bool:
 
 
 def read_access(plan: KernelPlan, node: Node, shape: tuple[int, ...]) -> Access:
-    """The access for a slice or pad of a parameter (readable), read at a point of `shape`."""
+    """The access for a slice or pad of a parameter, or a slice of such a pad (readable),
+    read at a point of `shape`."""
     body = plan.body
     src = body[node.inputs[0]]
-    a = access(node.type, shape, position=body.params.index(src.id))  # type: ignore[arg-type]
+    pad = src if node.op == "slice" and src.op == "pad" else node if node.op == "pad" else None
+    param = body[pad.inputs[0]] if pad is not None else src
+    a = access(node.type, shape, position=body.params.index(param.id))  # type: ignore[arg-type]
+    window = cfg = fill = None
     if node.op == "slice":
         rank = len(src.shape)
-        window = tuple(zip(node.attrs["start_indices"], node.attrs["limit_indices"],
-                           node.attrs.get("strides") or (1,) * rank))
-        return Access(a.param, a.index, window=tuple(tuple(int(v) for v in w) for w in window))
-    cfg = tuple(tuple(int(v) for v in c) for c in node.attrs["padding_config"])
-    return Access(a.param, a.index, pad=cfg, fill=node.inputs[1])  # type: ignore[arg-type]
+        window = tuple(tuple(int(v) for v in w) for w in zip(
+            node.attrs["start_indices"], node.attrs["limit_indices"],
+            node.attrs.get("strides") or (1,) * rank))
+    if pad is not None:
+        cfg = tuple(tuple(int(v) for v in c) for c in pad.attrs["padding_config"])
+        fill = pad.inputs[1]
+    return Access(a.param, a.index, window=window, pad=cfg, fill=fill)  # type: ignore[arg-type]
+
+
+def _under_slices(body: Graph, n: Node) -> bool:
+    """A pad read only through slices of it (each its own access): it has no shape to fit."""
+    return n.op == "pad" and all(body[u].op == "slice" and readable(body, body[u])
+                                 for u in body.users[n.id])
 
 
 def plan_kernel(body: Graph) -> KernelPlan:
@@ -130,7 +144,7 @@ def plan_kernel(body: Graph) -> KernelPlan:
     epilogue = tuple(n for n in compute if n.id not in before and n is not reduce)
     for nodes, shape in ((prologue, loop_shape), (epilogue, output.shape)):
         for n in nodes:
-            if n.shape not in ((), shape):
+            if n.shape not in ((), shape) and not _under_slices(body, n):
                 raise PlanError(f"%{n.id} ({n.op}) has shape {n.shape}, not the kernel's {shape}")
             if n.op == "broadcast_in_dim" and body[n.inputs[0]].op not in ("parameter", "constant") \
                     and body[n.inputs[0]].shape != ():

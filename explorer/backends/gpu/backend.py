@@ -61,10 +61,8 @@ def sync() -> None:
 
 def view(x: Any, a: Access, shape: tuple[int, ...], body: Graph | None = None) -> Any:
     """Input `x` as a broadcast view of `shape` that reads it through access `a` (a slice:
-    a strided view; a pad: the padded array, made on the device; its padding value is a
-    constant of the kernel's `body`)."""
-    if a.window is not None:
-        x = x[tuple(slice(s, lim, st) for s, lim, st in a.window)]
+    a strided view; a pad: the padded array, made on the device, its padding value a
+    constant of the kernel's `body`; both: the slice of the padded array)."""
     if a.pad is not None:
         assert body is not None and a.fill is not None
         grown = [d + max(d - 1, 0) * i + max(lo, 0) + max(hi, 0) for d, (lo, hi, i) in zip(x.shape, a.pad)]
@@ -73,6 +71,8 @@ def view(x: Any, a: Access, shape: tuple[int, ...], body: Graph | None = None) -
                   for d, (lo, _, i) in zip(x.shape, a.pad))] = x
         out = out[tuple(slice(-min(lo, 0), g + min(hi, 0)) for g, (lo, hi, _) in zip(grown, a.pad))]
         x = out
+    if a.window is not None:  # (of the padded input, where there is a pad too)
+        x = x[tuple(slice(s, lim, st) for s, lim, st in a.window)]
     target = [1] * len(shape)
     for dim, loop_dim in zip(x.shape, a.index):
         if loop_dim is not None:
