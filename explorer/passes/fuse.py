@@ -19,10 +19,14 @@ A group of one op (and its copied constants) is a kernel only when large (LONE_M
 elements): a small one is left to the op's NumPy form.
 Scalar constants are copied into the kernels that read them, and so is a broadcast that other
 values also read (XLA duplicates such cheap producers): the kernel then reads the broadcast's
-small input, not the large broadcast value. Split loops and control-flow
-regions are fused inside their bodies (passes/bodies.py). A kernel's `kind` is "loop"
-(elementwise only), "input" (with a reduction) or "output" (a dot and its epilogue), XLA's
-names.
+small input, not the large broadcast value. A static slice (strides >= 1) or a pad (a scalar
+constant padding value; negative low or high padding crops) of a value from outside joins the same way, as a
+leaf the kernel reads its input through in place (a strided index; an exact index or the
+padding value), as XLA fuses them into their consumers' loops: lax.associative_scan's tree of
+strided slices and interleaving pads (and its gradient, the transposed tree) is then one pass
+over memory a level, not one a slice. Split loops and control-flow regions are fused inside
+their bodies (passes/bodies.py). A kernel's `kind` is "loop" (elementwise only), "input"
+(with a reduction) or "output" (a dot and its epilogue), XLA's names.
 
 Every value a kernel reads from outside gets a `missed` remark saying why its producer stayed
 out (passes/fuse_remarks.py): the decision that refused it as the group grew.
@@ -68,6 +72,16 @@ def _scalar_constant(n: Node) -> bool:
     return n.op == "constant" and n.type.rank == 0  # type: ignore[union-attr]
 
 
+def _read_in_place(g: Graph, n: Node) -> bool:
+    """A slice (strides >= 1) or a pad (a scalar constant padding value; a negative low or
+    high crops) that a kernel reads its input through, in place (codegen/kernel_plan.readable): as XLA
+    fuses them into their consumers' loops, no pass over memory of their own."""
+    if n.op == "slice":
+        return all(s >= 1 for s in (n.attrs.get("strides") or (1,) * n.type.rank))  # type: ignore[union-attr]
+    return n.op == "pad" and _scalar_constant(g[n.inputs[1]]) \
+        and all(i >= 0 for _, _, i in n.attrs["padding_config"])
+
+
 class _Group:
     """The members of one kernel, grown from its root. `loop_shape` is the iteration space
     (the reduction's input shape when there is one); `epilogue_shape` the root's shape."""
@@ -107,7 +121,7 @@ def _joins(g: Graph, group: _Group, m: Node, p: Node, taken: set[int], pinned: s
     if p.id not in g.outputs and p.id not in pinned \
             and all(u in group.members for u in g.users[p.id]):
         return "move"
-    if p.op == "broadcast_in_dim":
+    if p.op == "broadcast_in_dim" or _read_in_place(g, p):
         return "copy"
     if p.id in g.outputs:
         group.refuse(p.id, Refusal("producer-is-output", m.id, lambda: (
@@ -160,6 +174,12 @@ def _broadcast_input(g: Graph, m: Node, p: Node) -> Refusal:
         f"it whole and broadcasts it per element, rather than computing it in the loop"))
 
 
+def _sliced_input(g: Graph, m: Node, p: Node) -> Refusal:
+    return Refusal("read-in-place-input", m.id, lambda: (
+        f"{value(g, p.id)} is the input of {m.op} %{m.id} ({m.type}), which the kernel reads "
+        f"in place: it reads the input itself from memory"))
+
+
 def _misfit(g: Graph, m: Node, p: Node, want: str) -> Refusal:
     return Refusal("shape-mismatch", m.id, lambda: (
         f"{value(g, p.id)} has shape {list(p.shape)}, not {want}"))
@@ -171,6 +191,10 @@ def _grow(g: Graph, root: Node, taken: set[int], pinned: set[int]) -> _Group:
     def refuse(m: Node, p: Node, how: str) -> Refusal | None:
         if m.op == "broadcast_in_dim":
             return _broadcast_input(g, m, p)
+        if m.op == "slice" and p.op == "pad" and _read_in_place(g, p) and how == "move":
+            return None  # a slice of a pad: read in place as one (the pad has no loop shape)
+        if m.op in ("slice", "pad"):
+            return _sliced_input(g, m, p)
         want = group.phase_shape(m)
         if how == "move" and _reduction(p) and group.reduce is None and p.shape == want:
             group.reduce = p
@@ -183,10 +207,15 @@ def _grow(g: Graph, root: Node, taken: set[int], pinned: set[int]) -> _Group:
                 f"{list(g[p.inputs[0]].shape)}) and the kernel holds reduction %{r.id} "
                 f"already (axes {list(r.attrs['axes'])} of {list(g[r.inputs[0]].shape)}): "
                 f"one reduction per kernel, and no row kernel folds both"))
-        if _loopy(p) and p.shape == want:
+        if (_loopy(p) or _read_in_place(g, p)) and p.shape == want:
             return None
-        if _loopy(p) or _reduction(p):
+        if _loopy(p) or _reduction(p) or _read_in_place(g, p):
             return _misfit(g, m, p, f"the kernel's iteration space {list(want)}")
+        if p.op in ("slice", "pad"):
+            return Refusal("not-read-in-place", m.id, lambda: (
+                f"{value(g, p.id)} is a {p.op} no kernel reads in place (a pad's padding value "
+                f"computed at run time, or a slice's stride below 1): %{m.id} reads its result "
+                f"from memory"))
         return op_refusal(g, p, m)
 
     _walk(g, group, taken, pinned, refuse)
@@ -447,6 +476,8 @@ def _why_out(g: Graph, group: _Group, head: Node | None, n: Node, p: Node,
         return "dot-operand", n.id, (
             f"{value(g, p.id)} is an operand of dot %{head.id}, the kernel's head: the matrix "
             f"product (a BLAS call) reads it whole")
+    if n.id in group.copies and n.op != "broadcast_in_dim":
+        return "read-in-place-input", n.id, _sliced_input(g, n, p).words()
     if n.id in group.copies:
         return "copied-broadcast-input", n.id, (
             f"{value(g, p.id)} is the input of broadcast %{n.id} ({n.type}), copied into this "

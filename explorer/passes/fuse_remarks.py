@@ -13,6 +13,8 @@ the kernel (explorer/ir/remarks.py), with the figures that decided it. Rules:
     read-by-copied-broadcast   the producer feeds a broadcast copied into another kernel
     broadcast-input            the producer is a broadcast's input: the kernel reads it whole
     copied-broadcast-input     the input of a broadcast copied into the kernel
+    read-in-place-input        the input of a slice or pad the kernel reads in place
+    not-read-in-place          a pad with a run-time padding value: read from memory
     shape-mismatch             the producer does not iterate over the kernel's space
     second-reduction           the kernel already holds its one reduction
     reduction-axes-differ      a row kernel's reductions all fold the same trailing axes

@@ -105,6 +105,39 @@ def test_semantics_and_kernel_count(fn: Callable[..., Any], shapes: list, kernel
     assert all(r.source for r in report.rewrites)
 
 
+def _interleave(x: Any, y: Any) -> Any:
+    """JAX's interleave (as associative_scan writes it): pads with interior padding, added."""
+    return jax.lax.pad(x, 0.0, [(0, 0, 0), (0, 1, 1)]) + jax.lax.pad(y, 0.0, [(0, 0, 0), (1, 0, 1)])
+
+
+@pytest.mark.parametrize("fn,shapes,kernels,left", [
+    (lambda x, y: x[:, 0:-1:2] + y, [(4, 9), (4, 4)], 1, {}),  # a strided slice, read in place
+    (lambda x: jnp.sum(x[1:, ::3] * 2.0, 0), [(5, 10)], 1, {}),  # ... before a reduction
+    (_interleave, [(3, 4), (3, 4)], 1, {}),
+    (lambda x, y: jax.lax.pad(x, -0.0, [(1, 2, 2), (0, 0, 0)]) * y, [(3, 4), (10, 4)], 1, {}),
+    (lambda x, y: jax.lax.pad(x, 0.0, [(-1, 0, 0), (0, 0, 0)]) * y, [(3, 4), (2, 4)], 1,
+     {"pad": 0}),  # a pad that crops: a slice
+    (lambda x, y: jax.lax.pad(x, 1.5, [(-2, 3, 2), (2, -1, 0)]) * y, [(4, 5), (11, 6)], 1,
+     {"pad": 0}),  # cropping and padding, interior padding too
+    (lambda x, y: jax.lax.pad(x, 0.0, [(-1, 0, 0), (0, 0, 0)])[::2] + y, [(8, 4), (4, 4)], 1,
+     {"pad": 0, "slice": 0}),  # a slice of a pad (the scan's gradient): one read
+    (lambda x, y: jax.lax.pad(x, 2.0, [(2, 1, 1), (0, 0, 0)])[1:-1:3] * y, [(5, 3), (4, 3)], 1,
+     {"pad": 0, "slice": 0}),
+    (lambda x, v, y: jax.lax.pad(x, v, [(1, 0, 1), (0, 0, 0)]) * y, [(3, 4), (), (6, 4)], 0,
+     {"pad": 1}),  # a padding value computed at run time: the pad stays an op of its own
+    (lambda x: jax.lax.associative_scan(jnp.add, x, axis=1), [(2, 8)], 9,
+     {"slice": 3, "concatenate": 3, "pad": 0}),
+    (lambda x, y: jax.lax.associative_scan(lambda a, b: (a[0] * b[0], b[0] * a[1] + b[1]),
+                                           (x, y), axis=1), [(3, 13), (3, 13)], None, {"pad": 0}),
+])
+def test_slices_and_pads_of_inputs_are_read_in_place(fn: Callable[..., Any], shapes: list,
+                                                      kernels: int | None, left: dict) -> None:
+    after, report = check_semantics(Fuse(), _graph(fn, *shapes))
+    assert kernels is None or after.ops().get("kernel", 0) == kernels == len(report.rewrites)
+    assert all(after.ops().get(op, 0) == k for op, k in left.items())
+    assert parse(str(after)) == after
+
+
 def test_fuses_inside_split_loops() -> None:
     x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
     t = gx.explore(lambda x: jnp.tanh(x * 2.0).sum(0), x,

@@ -102,6 +102,7 @@ class Dialect:
     END: str | None = None  # the line closing a block (None where indentation closes it)
     NOT = AND = OR = ""  # {0} operand; the operator between operands
     SELECT = ""  # {1} where {0}, else {2}
+    FLOORDIV = ""  # {0} / {1} of non-negative integers, rounded down
 
     def define(self, name: str, d: str, expr: str) -> str:
         return self.DEFINE.format(name, self.type_name(d), expr)
@@ -145,6 +146,10 @@ class Dialect:
 
     def or_(self, *xs: str) -> str:
         return self.OR.join(xs)
+
+    def floordiv(self, a: str, b: str) -> str:
+        """`a` / `b` rounded down, for non-negative integer indices."""
+        return self.FLOORDIV.format(a, b)
 
     def select(self, cond: str, a: str, b: str) -> str:
         """`a` where `cond`, else `b`."""

@@ -17,14 +17,14 @@ from collections.abc import Callable, Sequence
 
 from ...ir.graph import Graph, Node
 from .dialect import Block, Dialect
-from .kernel_plan import Access, RowPlan, accumulation, row_access
+from .kernel_plan import READS, Access, RowPlan, accumulation, row_access
 
 
 def check(d: Dialect, body: Graph, folds: set[int]) -> None:
     """PlanError unless every element type and op of `body` has a form in dialect `d`."""
     for n in body.nodes:
         d.type_name(n.dtype)
-        if n.op not in ("parameter", "constant", "broadcast_in_dim") and n.id not in folds:
+        if n.op not in ("parameter", "constant", "broadcast_in_dim", *READS) and n.id not in folds:
             d.scalar_form(body, n)
 
 
@@ -39,12 +39,51 @@ def emit_chain(d: Dialect, b: Block, body: Graph, nodes: Sequence[Node],
         if n.op == "constant":
             if not d.shape_generic:
                 b(d.define(f"v{n.id}", n.dtype, d.constant(n)))
+        elif n.op in READS:
+            continue  # a slice or pad of an input: read where it is used (read)
         elif n.op == "broadcast_in_dim":
             if body[n.inputs[0]].op != "parameter":
                 b(d.define(f"v{n.id}", n.dtype, f"v{n.inputs[0]}"))
         else:
             expr = d.scalar_form(body, n)([value(i) for i in n.inputs], n)
             b(d.define(f"v{n.id}", n.dtype, d.cast(expr, n.dtype)))
+
+
+def _affine(v: str, start: int, stride: int) -> str:
+    """`start + stride * v` as an index expression (parenthesised when compound)."""
+    if v == "0":
+        return str(start)
+    term = v if stride == 1 else f"{v} * {stride}"
+    return term if start == 0 and stride == 1 else f"({term})" if start == 0 else f"({start} + {term})"
+
+
+def read(d: Dialect, a: Access, array: str, ivars: Sequence[str], shape: Sequence[int],
+         fill: str) -> str:
+    """Input `array` (of `shape`, the parameter's) read through access `a` at the point whose
+    iteration variables are `ivars`: a slice's dimension at `start + stride * i`, a pad's at
+    `(i - low) / (interior + 1)` where that is an exact index inside the input (a negative
+    low or high crops: a slice), else `fill`
+    (a select, whose untaken branch is not evaluated: no read out of bounds)."""
+    at = [ivars[k] if k is not None else "0" for k in a.index]
+    if a.window is not None:
+        at = [_affine(v, start, stride) for v, (start, _, stride) in zip(at, a.window)]
+    if a.pad is None:
+        return d.index(array, at, shape)
+    conds, index = [], []
+    for k, (v, (lo, hi, interior)) in enumerate(zip(at, a.pad)):
+        # the index into the padded input before any crop (negative low or high padding)
+        step, off = interior + 1, v if lo == 0 else f"({v} - {lo})" if lo > 0 else f"({v} + {-lo})"
+        if lo > 0:
+            conds.append(f"{v} >= {lo}")
+        if step != 1:
+            conds.append(f"{off} % {step} == 0")
+            off = d.floordiv(off, str(step))
+        if interior or hi > 0:  # (else every point of the result is inside the input)
+            conds.append(f"{off} < {d.extent(array, k, shape[k])}")
+        index.append(off)
+    if not conds:
+        return d.index(array, index, shape)
+    return "(" + d.select(d.and_(*conds), d.index(array, index, shape), fill) + ")"
 
 
 class RowEmitter:

@@ -6,8 +6,11 @@ A kernel body (explorer/passes/fuse.py) computes, for every point of an iteratio
 one of those values over some axes, and then runs more elementwise ops on the reduced values
 (the epilogue, at the result's shape). Each body parameter is read at a point through an
 `Access`: which iteration dimension indexes each of its dimensions (None: a size-1 or
-broadcast dimension, read at 0). A body that does not have this form (a kernel imported from
-XLA, say) raises `PlanError`, and backends then run it on the reference interpreter.
+broadcast dimension, read at 0), optionally through a static slice (dimension k read at
+`start + stride * i`) or a pad (read at `(i - low) / (interior + 1)` where that is an exact
+index inside the parameter, a negative low or high cropping, else the padding value, a scalar
+constant of the body). A body that does not have this form (a kernel imported from XLA, say)
+raises `PlanError`, and backends then run it on the reference interpreter.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ class PlanError(ValueError):
 class Access:
     param: int  # the body parameter's position
     index: tuple[int | None, ...]  # per parameter dimension: the iteration dimension, or None
+    # a slice of the parameter read in place: per dimension (start, limit, stride); with a
+    # pad as well, the slice of the padded parameter
+    window: tuple[tuple[int, int, int], ...] | None = None
+    # a pad of the parameter read in place: per dimension (low, high, interior; a negative
+    # low or high crops), and the body's scalar constant padding value (`fill`, its node id)
+    pad: tuple[tuple[int, int, int], ...] | None = None
+    fill: int | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,49 @@ def access(param: TensorType, shape: tuple[int, ...], dims: tuple[int, ...] | No
     return Access(position, tuple(index))
 
 
+READS = ("slice", "pad")  # ops a kernel reads its parameters through in place (read_access)
+
+
+def readable(body: Graph, n: Node) -> bool:
+    """Whether `n` is a slice or pad that a kernel reads in place: a slice (strides >= 1) of
+    a parameter or of such a pad, or a pad (low and high of any sign: a negative one crops)
+    of a parameter with a scalar constant padding value."""
+    if n.op == "slice":
+        src = body[n.inputs[0]]
+        return (src.op == "parameter" or src.op == "pad" and readable(body, src)) \
+            and all(s >= 1 for s in (n.attrs.get("strides") or (1,) * n.type.rank))  # type: ignore[union-attr]
+    if n.op == "pad":
+        return body[n.inputs[0]].op == "parameter" and body[n.inputs[1]].op == "constant" \
+            and all(i >= 0 for _, _, i in n.attrs["padding_config"])
+    return False
+
+
+def read_access(plan: KernelPlan, node: Node, shape: tuple[int, ...]) -> Access:
+    """The access for a slice or pad of a parameter, or a slice of such a pad (readable),
+    read at a point of `shape`."""
+    body = plan.body
+    src = body[node.inputs[0]]
+    pad = src if node.op == "slice" and src.op == "pad" else node if node.op == "pad" else None
+    param = body[pad.inputs[0]] if pad is not None else src
+    a = access(node.type, shape, position=body.params.index(param.id))  # type: ignore[arg-type]
+    window = cfg = fill = None
+    if node.op == "slice":
+        rank = len(src.shape)
+        window = tuple(tuple(int(v) for v in w) for w in zip(
+            node.attrs["start_indices"], node.attrs["limit_indices"],
+            node.attrs.get("strides") or (1,) * rank))
+    if pad is not None:
+        cfg = tuple(tuple(int(v) for v in c) for c in pad.attrs["padding_config"])
+        fill = pad.inputs[1]
+    return Access(a.param, a.index, window=window, pad=cfg, fill=fill)  # type: ignore[arg-type]
+
+
+def _under_slices(body: Graph, n: Node) -> bool:
+    """A pad read only through slices of it (each its own access): it has no shape to fit."""
+    return n.op == "pad" and all(body[u].op == "slice" and readable(body, body[u])
+                                 for u in body.users[n.id])
+
+
 def plan_kernel(body: Graph) -> KernelPlan:
     if len(body.outputs) != 1 or not isinstance(body[body.outputs[0]].type, TensorType):
         raise PlanError("a kernel with several results")
@@ -75,7 +128,7 @@ def plan_kernel(body: Graph) -> KernelPlan:
         raise PlanError("a kernel with more than one reduction")
     for n in body.nodes:
         ok = OPS[n.op].fuse != FusionRole.NONE or n.op == "parameter" \
-            or (n.op == "constant" and n.type.rank == 0)  # type: ignore[union-attr]
+            or (n.op == "constant" and n.type.rank == 0) or readable(body, n)  # type: ignore[union-attr]
         if not ok:
             raise PlanError(f"{n.op} cannot be part of a generated kernel")
     reduce = reduces[0] if reduces else None
@@ -91,7 +144,7 @@ def plan_kernel(body: Graph) -> KernelPlan:
     epilogue = tuple(n for n in compute if n.id not in before and n is not reduce)
     for nodes, shape in ((prologue, loop_shape), (epilogue, output.shape)):
         for n in nodes:
-            if n.shape not in ((), shape):
+            if n.shape not in ((), shape) and not _under_slices(body, n):
                 raise PlanError(f"%{n.id} ({n.op}) has shape {n.shape}, not the kernel's {shape}")
             if n.op == "broadcast_in_dim" and body[n.inputs[0]].op not in ("parameter", "constant") \
                     and body[n.inputs[0]].shape != ():

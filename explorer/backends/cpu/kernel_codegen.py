@@ -34,7 +34,7 @@ from ...ir.graph import Graph, Node, TensorType
 from ...ir.ops import OPS
 from ...ir.traits import MONOIDS
 from ..codegen.dialect import Block
-from ..codegen.kernel_emitter import RowEmitter, check, emit_chain
+from ..codegen.kernel_emitter import RowEmitter, check, emit_chain, read
 from ..codegen.kernel_plan import (
     Access,
     KernelPlan,
@@ -42,6 +42,8 @@ from ..codegen.kernel_plan import (
     accumulation,
     broadcast_access,
     param_access,
+    read_access,
+    readable,
 )
 from .numba_dialect import NUMBA, np_type, scalar
 
@@ -130,10 +132,12 @@ def generate(plan: KernelPlan | RowPlan, name: str, threads: int) -> CpuKernelCo
             acc_ = param_access(plan, n, shape)
         elif n.op == "broadcast_in_dim" and body[n.inputs[0]].op == "parameter":
             acc_ = broadcast_access(plan, n)
+        elif readable(body, n):
+            acc_ = read_access(plan, n, shape)
         else:
             return f"v{i}"
-        index = [loop_vars[d] if d is not None else "0" for d in acc_.index] or ["0"]
-        return f"in{acc_.param}[{', '.join(index)}]"
+        return read(NUMBA, acc_, f"in{acc_.param}", loop_vars,
+                    body[body.params[acc_.param]].shape, f"v{acc_.fill}")
 
     def emit(nodes: tuple[Node, ...], loop_vars: list[str], shape: tuple[int, ...]) -> None:
         emit_chain(NUMBA, w, body, nodes, lambda i: value(i, loop_vars, shape))

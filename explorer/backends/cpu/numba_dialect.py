@@ -105,6 +105,8 @@ class NumbaDialect(Dialect):
     IF, ELIF, ELSE, WHILE, BREAK = "if {0}:", "elif {0}:", "else:", "while {0}:", "break"
     TRUE, NOT, AND, OR, SELECT = "True", "not {0}", " and ", " or ", "{1} if {0} else {2}"
 
+    FLOORDIV = "({0} // {1})"
+
     def for_range(self, var: str, start: str, stop: str, step: str = "1") -> str:
         bounds = stop if start == "0" and step == "1" else \
             f"{start}, {stop}" if step == "1" else f"{start}, {stop}, {step}"

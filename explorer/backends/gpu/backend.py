@@ -59,8 +59,20 @@ def sync() -> None:
     _cp().cuda.get_current_stream().synchronize()
 
 
-def view(x: Any, a: Access, shape: tuple[int, ...]) -> Any:
-    """Input `x` as a broadcast view of `shape` that reads it through access `a`."""
+def view(x: Any, a: Access, shape: tuple[int, ...], body: Graph | None = None) -> Any:
+    """Input `x` as a broadcast view of `shape` that reads it through access `a` (a slice:
+    a strided view; a pad: the padded array, made on the device, its padding value a
+    constant of the kernel's `body`; both: the slice of the padded array)."""
+    if a.pad is not None:
+        assert body is not None and a.fill is not None
+        grown = [d + max(d - 1, 0) * i + max(lo, 0) + max(hi, 0) for d, (lo, hi, i) in zip(x.shape, a.pad)]
+        out = _cp().full(grown, body[a.fill].attrs["value"].array.item(), dtype=x.dtype)
+        out[tuple(slice(max(lo, 0), max(lo, 0) + (d - 1) * (i + 1) + 1 if d else max(lo, 0), i + 1)
+                  for d, (lo, _, i) in zip(x.shape, a.pad))] = x
+        out = out[tuple(slice(-min(lo, 0), g + min(hi, 0)) for g, (lo, hi, _) in zip(grown, a.pad))]
+        x = out
+    if a.window is not None:  # (of the padded input, where there is a pad too)
+        x = x[tuple(slice(s, lim, st) for s, lim, st in a.window)]
     target = [1] * len(shape)
     for dim, loop_dim in zip(x.shape, a.index):
         if loop_dim is not None:
@@ -133,7 +145,7 @@ class GpuKernel:
             if isinstance(code, GpuRowCode) or code.then is None:
                 return out
             return self._then(code.then, vals, out)
-        args = [view(vals[a.param], a, code.shape) for a in code.accesses]
+        args = [view(vals[a.param], a, code.shape, self.body) for a in code.accesses]
         if code.kind == "elementwise":
             out = cp.empty(code.shape, self.out_dtype)
             self.compiled[0](*args, out)
@@ -145,7 +157,7 @@ class GpuKernel:
 
     def _then(self, then: GpuKernelCode, vals: Sequence[Any], reduced: Any) -> Any:
         """An epilogue that reads inputs: the second, elementwise kernel."""
-        more = [view(vals[a.param], a, then.shape) for a in then.accesses]
+        more = [view(vals[a.param], a, then.shape, self.body) for a in then.accesses]
         out = _cp().empty(then.shape, self.out_dtype)
         self.compiled[1](reduced, *more, out)
         return out

@@ -25,6 +25,8 @@ from ..codegen.kernel_plan import (
     broadcast_access,
     combine_of,
     param_access,
+    read_access,
+    readable,
 )
 from .cuda_dialect import CUDA, PREAMBLE, c_type, cupy_type
 
@@ -84,6 +86,8 @@ class _Values:
             return self.arg(param_access(self.plan, n, self.shape))
         if n.op == "broadcast_in_dim" and self.plan.body[n.inputs[0]].op == "parameter":
             return self.arg(broadcast_access(self.plan, n))
+        if readable(self.plan.body, n):  # a slice or pad of an input: its view (backend.view)
+            return self.arg(read_access(self.plan, n, self.shape))
         if n.op == "broadcast_in_dim":
             return self.of(n.inputs[0])
         return f"v{i}"

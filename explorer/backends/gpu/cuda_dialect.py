@@ -111,6 +111,8 @@ class CudaDialect(Dialect):
     IF, ELIF, ELSE, WHILE, END = "if ({0}) {{", "}} else if ({0}) {{", "} else {", "while ({0}) {{", "}"
     BREAK, TRUE, NOT, AND, OR, SELECT = "break;", "true", "!({0})", " && ", " || ", "{0} ? {1} : {2}"
 
+    FLOORDIV = "({0} / {1})"
+
     def for_range(self, var: str, start: str, stop: str, step: str = "1") -> str:
         step = f"++{var}" if step == "1" else f"{var} += {step}"
         return f"for (long {var} = {start}; {var} < {stop}; {step}) {{"

@@ -36,7 +36,7 @@ from typing import Any
 from ...ir import dtypes
 from ...ir.graph import Graph
 from ..codegen.dialect import COMBINE, Block
-from ..codegen.kernel_emitter import RowEmitter
+from ..codegen.kernel_emitter import RowEmitter, read
 from ..codegen.kernel_plan import Access, KernelPlan, RowPlan, accumulation
 from .codegen import GpuKernelCode, map_function, post_function, then_kernel
 from .cuda_dialect import CUDA, PREAMBLE, c_type
@@ -156,6 +156,27 @@ def _offset(coef: dict[int, int], dims: Sequence[int], shape: Sequence[int], fla
     return " + ".join(f"i{d}" if coef[d] == 1 else f"i{d} * {coef[d]}L" for d in used)
 
 
+def _reads(plan: KernelPlan, accesses: Sequence[Access], kept: Sequence[int],
+           reduced: Sequence[int]) -> tuple[list[str], list[str]]:
+    """A grid reduction's reads of its inputs (the map function's arguments) at the point
+    (i0, i1, ...), and the per-result offsets they start from: an input read through a
+    slice or pad is indexed by the shared emitter (kernel_emitter.read), the padding value
+    a select away."""
+    body, shape = plan.body, plan.loop_shape
+    reads, bases = [], []
+    for k, a in enumerate(accesses):
+        param_shape = body[body.params[a.param]].shape
+        if a.window is not None or a.pad is not None:
+            fill = CUDA.constant(body[a.fill]) if a.fill is not None else ""
+            reads.append(read(CUDA, a, f"in{a.param}", [f"i{d}" for d in range(len(shape))],
+                              param_shape, fill))
+            continue
+        coef = _coefficients(a, param_shape)
+        bases.append(f"const long b{k} = {_offset(coef, kept, shape, 'o')};")
+        reads.append(f"in{a.param}[b{k} + {_offset(coef, reduced, shape, 'r')}]")
+    return reads, bases
+
+
 def _params(body: Graph) -> list[str]:
     """The kernel's input parameters: one C-contiguous array per body parameter."""
     return [f"const {c_type(body[p].dtype)}* __restrict__ in{k}" for k, p in enumerate(body.params)]
@@ -186,11 +207,7 @@ def generate_grid(plan: KernelPlan, name: str) -> GpuGridCode:
     out_type = plan.output.dtype if post is not None else red.dtype
     finish = (f"{name}_post(({c_type(red.dtype)}){{}})" if post is not None
               else f"({c_type(red.dtype)}){{}}")
-    reads, bases = [], []
-    for k, a in enumerate(pro.accesses):
-        coef = _coefficients(a, body[body.params[a.param]].shape)
-        bases.append(f"const long b{k} = {_offset(coef, kept, shape, 'o')};")
-        reads.append(f"in{a.param}[b{k} + {_offset(coef, reduced, shape, 'r')}]")
+    reads, bases = _reads(plan, pro.accesses, kept, reduced)
     op = f"_op_{kind}()"
     ins = _params(body)
     lines = [PREAMBLE + BLOCK_REDUCE + func + (post or ""),
@@ -249,11 +266,7 @@ def generate_columns(plan: KernelPlan, name: str) -> GpuGridCode:
     out_type = plan.output.dtype if post is not None else red.dtype
     finish = (f"{name}_post(({c_type(red.dtype)}){{}})" if post is not None
               else f"({c_type(red.dtype)}){{}}")
-    reads, bases = [], []
-    for k, a in enumerate(pro.accesses):
-        coef = _coefficients(a, body[body.params[a.param]].shape)
-        bases.append(f"const long b{k} = {_offset(coef, kept, shape, 'o')};")
-        reads.append(f"in{a.param}[b{k} + {_offset(coef, reduced, shape, 'r')}]")
+    reads, bases = _reads(plan, pro.accesses, kept, reduced)
     op = f"_op_{kind}()"
     store = (f"out[o] = {finish.format('v')};" if parts == 1
              else f"part[(long)blockIdx.y * {results}L + o] = v;")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import explorer as gx
-from explorer.backends import registry
+from explorer.backends import reference, registry
 from explorer.backends.codegen.kernel_plan import PlanError, plan_kernel
 from explorer.backends.gpu import backend as gpu  # importing must work without CuPy
 from explorer.backends.gpu.codegen import generate
@@ -229,3 +229,31 @@ def test_division_by_negative_zero_on_gpu() -> None:
         a, b = t.run(backend="gpu", stage=stage).value
         np.testing.assert_array_equal(a, [-np.inf, np.inf, -np.inf])
         assert np.signbit(b).tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("config,every", [([(0, 0, 0), (1, 2, 1)], 1), ([(-1, 1, 0), (-2, 2, 2)], 1),
+                                          ([(0, 0, 0), (-1, 13, 1)], 2)])
+def test_a_cupy_kernel_reads_slices_and_pads_through_views(config: list, every: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An elementwise kernel reading a strided slice and an interleaving pad: its CuPy
+    arguments are `view`s (a strided view; the padded array, -0.0 padding kept), here with
+    NumPy standing in for CuPy, and the kernel's arithmetic over them is the reference's; a
+    negative low or high crops; a slice of a pad is one view (the pad's, sliced)."""
+    monkeypatch.setattr(gpu, "_cp", lambda: np)
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    y = np.random.default_rng(5).standard_normal((3, 22)).astype(np.float32)
+    x[1, 2] = np.nan
+    fn = lambda x, y: jax.lax.pad(x, -0.0, config)[:, ::every] * y[:, 1:-1:2]  # noqa: E731
+    g = gx.explore(fn, x, y).final.graph
+    (k,) = [n for n in g.nodes if n.op == "kernel"]
+    body = k.attrs["body"]
+    code = generate(plan_kernel(body), "k")
+    assert code.kind == "elementwise" and len(code.accesses) == 2
+    a, b = (gpu.view([x, y][acc.param], acc, code.shape, body) for acc in code.accesses)
+    want = np.asarray(jax.lax.pad(x, -0.0, config))[:, ::every], y[:, 1:-1:2]
+    for got, w in zip((a, b), want):
+        np.testing.assert_array_equal(got, w)
+        assert np.signbit(got).tolist() == np.signbit(w).tolist()
+    with np.errstate(all="ignore"):
+        ref = reference.evaluate(body, [x, y])[0]
+    np.testing.assert_array_equal(a * b, ref)
