@@ -203,6 +203,28 @@ class FakeCupy:
         return np.empty(shape, dtype).view(DeviceArray)  # (an allocation: nothing to replay)
 
 
+class RawModule:
+    """cupy.RawModule on the host: the CUDA source compiled as C++ (tests/backends/cuda_host.py)
+    and each launch run on the arrays' memory; under capture a launch is also recorded, its
+    replay the same launch on the same buffers (the routines of gpu/routines.py launch so)."""
+
+    def __init__(self, code: str, options: tuple = ()) -> None:
+        from explorer.backends.gpu.routines import THREADS
+        from tests.backends.cuda_host import build_module, host_call
+
+        self.call = host_call(build_module(code), THREADS)
+
+    def get_function(self, name: str) -> Callable[..., None]:
+        def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple) -> None:
+            go = lambda: self.call(name, grid, list(plain(tuple(args))))  # noqa: E731
+            go()
+            if TAPE.ops is not None:
+                TAPE.ops.append(go)
+
+        return launch
+
+
+FakeCupy.RawModule = RawModule
 xp = FakeCupy()
 
 
