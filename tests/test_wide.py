@@ -68,15 +68,7 @@ def test_traced_stage_matches_too(name: str) -> None:
     assert_tree_close(_explored(name).run(stage=0).value, _expected(name), rtol=2e-4, atol=2e-4)
 
 
-# fuse copies a scalar constant's broadcast into the kernels that read it and drops the
-# broadcast, but not the constant under it (jnp.var's NaN for an empty reduction): a node
-# nothing reads, left in the final stage (the GPU program makes it on every call)
-UNREAD_LEFT_BY_FUSE = {"vit grad", "vit logits", "resnet bn grad"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="fuse leaves a dead constant"))
-    if n in UNREAD_LEFT_BY_FUSE else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_final_stage_reads_every_node(name: str) -> None:
     g = _explored(name).final.graph
     read = {i for n in g.nodes for i in n.inputs} | set(g.outputs)

@@ -403,8 +403,14 @@ def _fuse_one(g: Graph, heads: bool = True) -> tuple[Graph, list[Rewrite]]:
     # originals that nothing reads now.
     in_kernels = fused_away | set(kernels)
     copies |= {i for m in g.nodes if m.id in in_kernels for i in m.inputs if _scalar_constant(g[i])}
-    still_read = {i for n in kept for i in n.inputs} | set(g.outputs)
-    kept = [n for n in kept if n.id not in copies or n.id in still_read]
+    # (and the scalar constant under a dropped broadcast, once nothing else reads it)
+    copies |= {i for c in list(copies) for i in g[c].inputs if _scalar_constant(g[i])}
+    while True:
+        still_read = {i for n in kept for i in n.inputs} | set(g.outputs)
+        left = [n for n in kept if n.id not in copies or n.id in still_read]
+        if len(left) == len(kept):
+            break
+        kept = left
     if enabled():
         _explain(g, made)
     return Graph(kept, g.params, g.outputs, g.name), log
