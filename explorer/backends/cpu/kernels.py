@@ -121,7 +121,8 @@ def load(code: CpuKernelCode) -> Callable[..., None]:
     return fn
 
 
-def _threads() -> int:
+def threads() -> int:
+    """How many threads numba's parallel loops run on."""
     import numba
 
     return int(numba.get_num_threads())
@@ -340,7 +341,7 @@ def code_of(body: Graph) -> CpuKernelCode | None:
 
 def _planned_threads() -> int:
     try:
-        return _threads()
+        return threads()
     except ImportError:
         return os.cpu_count() or 1
 
@@ -378,7 +379,7 @@ def compile_kernel(node: Node, name: str) -> Any:
     k = CompiledKernel(name, body)
     try:
         k.plan = plan_any(body)
-        k.code = generate(k.plan, body.name.replace("-", "_"), _threads())
+        k.code = generate(k.plan, body.name.replace("-", "_"), threads())
         k.fn = load(k.code)
     except (PlanError, ImportError) as e:
         k.plan, k.code, k.reason = None, None, str(e)

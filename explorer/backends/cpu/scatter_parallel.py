@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .indexing import combines
+from .kernels import threads
 from .numba_cache import cached_njit
 
 PARALLEL_MIN = 1 << 15  # update elements before a scatter runs on every thread
@@ -203,12 +204,6 @@ def identity(combine: str, dtype: np.dtype) -> Any:
         return dtype.type(np.inf if combine == "minimum" else -np.inf)
     info = np.iinfo(dtype)
     return dtype.type(info.max if combine == "minimum" else info.min)
-
-
-def threads() -> int:
-    import numba
-
-    return int(numba.get_num_threads())
 
 
 @dataclass

@@ -67,6 +67,26 @@ def test_a_scan_body_numba_does_not_take_runs_per_iteration_with_its_reason() ->
     assert "# per iteration: %" in r.program and "sort inside a compiled scan" in r.program
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_scan_whose_steps_are_big_runs_per_iteration_where_there_are_threads(
+        threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step of 64x256 @ 256x256 twice (16.8 MFLOP, over STEP_FLOPS) runs per iteration on
+    threaded BLAS when numba has threads, with the reason; compiled whole on one thread."""
+    monkeypatch.setattr(loops, "threads", lambda: threads)
+
+    def rnn(w: jax.Array, xs: jax.Array) -> jax.Array:
+        def step(h: jax.Array, x: jax.Array) -> tuple[jax.Array, None]:
+            return jnp.tanh(jnp.tanh(h @ w) @ w + x) * threads, None  # (a program per case)
+        return jax.lax.scan(step, xs[0], xs)[0]
+
+    w, xs = _f32(256, 256) / 16, _f32(3, 64, 256)
+    r = gx.explore(rnn, w, xs).run(backend="cpu")
+    np.testing.assert_allclose(r.value, rnn(w, xs), rtol=2e-4, atol=2e-5)
+    big = "MFLOP, enough for BLAS's threads and the parallel kernels"
+    assert (big in r.program) == (threads > 1), r.program
+    assert any("whole scan" in k.source for k in r.kernels) == (threads == 1)
+
+
 def test_scalar_carries_and_rows_stay_numba_scalars() -> None:
     def running(xs: jax.Array, k: jax.Array) -> tuple:  # 0-d carry, rows and constant
         return jax.lax.scan(lambda c, x: (c * k + x.sum(), (c, x.max())), jnp.float32(1), xs)
