@@ -84,7 +84,7 @@ def test_parallel_reductions(axes: tuple[int, ...]) -> None:
 def test_parallel_reductions_as_a_16_core_machine_generates_them(axes, monkeypatch) -> None:
     """With 16 threads the kernel folds 64 partial rows; numba once fused the partials'
     combine (written through a reshaped alias) with the epilogue and read zeros."""
-    monkeypatch.setattr(cpu, "_threads", lambda: 16)
+    monkeypatch.setattr(cpu, "threads", lambda: 16)
     rows = PARALLEL_MIN // 512
     x = np.random.default_rng(4).standard_normal((rows, 512)).astype(np.float32)
     t = gx.explore(lambda x: jnp.sum(jnp.abs(x) * 2.0, axis=axes), x, pipeline=["fuse"])
